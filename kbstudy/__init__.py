@@ -1,0 +1,16 @@
+"""kbstudy: compile, verify and time LLM-generated GPU kernels; profile what share of real workloads they can reach.
+
+Where things are (one concern per module):
+
+* ``problems``   -- KernelBench-format problems (checkout, folder, JSONL/Parquet), hashing, size scaling
+* ``candidates`` -- candidate sets (``ModelNew`` sources) from folders and JSONL, backend detection, null candidates
+* ``worker``     -- the isolated process that builds and runs one candidate
+* ``reference``  -- the process that owns the reference: inputs, expected outputs, eager/compile timings
+* ``verify``     -- the verdicts: KernelBench's ``allclose`` check and kbstudy's scale-invariant check
+* ``timing``     -- CUDA-event and CPU timing, L2 clearing, statistics
+* ``records``    -- the record schema, JSONL store with resume, Parquet export
+* ``evaluate``   -- orchestration of a batch
+* ``study``      -- the main job: missing evaluations, then the notebooks through papermill
+"""
+
+__version__ = "0.1.0"

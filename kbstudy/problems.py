@@ -1,0 +1,297 @@
+"""KernelBench-format problems: loading, hashing, operator categories and size scaling.
+
+A *problem* is a Python source that defines ``Model(nn.Module)``, ``get_inputs()`` and ``get_init_inputs()``
+(KernelBench's format, ``KernelBench/level{N}/{id}_{Name}.py``). Sources load from
+
+* a KernelBench checkout (the folder holding ``KernelBench/level1`` ..., or ``KernelBench`` itself),
+* any folder of such files (level taken from a ``level{N}`` folder name, else the ``level`` argument),
+* the dataset's JSONL or Parquet export with columns ``code, level, name, problem_id``
+  (``../shared/kernelbench/kernelbench_levels_1-3.jsonl``), or the v0 export with ``code, level, problem_id``.
+
+Every problem carries the SHA-256 of its source, so results are matched by content, not only by name.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import json
+import math
+import re
+from pathlib import Path
+from typing import Iterable
+
+_FILE_RE = re.compile(r"^(\d+)_(.+)\.py$")
+
+
+class ProblemLoadError(ValueError):
+    """A path or file that does not hold KernelBench-format problems (message says which and why)."""
+
+
+def sha256_text(text: str) -> str:
+    """SHA-256 (hex) of a source text, UTF-8 encoded."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """One KernelBench-format problem.
+
+    ``version`` names the problem set it came from (``"current"`` for KernelBench at HEAD, ``"v0"`` for the original
+    late-2024 set, ``"dlrm"`` for DLRM-Bench); ``origin`` is the file it was read from.
+    """
+
+    level: int
+    problem_id: int
+    name: str
+    source: str
+    sha256: str
+    version: str = "current"
+    origin: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.version}/L{self.level}/{self.problem_id}"
+
+    @property
+    def category(self) -> str:
+        """The operator category (see :func:`operator_category`)."""
+        return operator_category(self.name)
+
+
+def _check_source(source: str, where: str) -> None:
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        raise ProblemLoadError(f"{where}: not valid Python ({exc.msg}, line {exc.lineno})") from exc
+    defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    missing = {"Model", "get_inputs", "get_init_inputs"} - defined
+    if missing:
+        raise ProblemLoadError(f"{where}: not a KernelBench problem, missing {sorted(missing)}")
+
+
+def make_problem(source: str, *, level: int, problem_id: int, name: str, version: str = "current",
+                 origin: str = "") -> Problem:
+    """Build a :class:`Problem` from a source text, checking that it defines ``Model``, ``get_inputs`` and
+    ``get_init_inputs``. Raises :class:`ProblemLoadError` otherwise."""
+    _check_source(source, origin or name)
+    return Problem(level=int(level), problem_id=int(problem_id), name=name, source=source, sha256=sha256_text(source),
+                   version=version, origin=origin)
+
+
+def _from_rows(rows: Iterable[dict], where: str, version: str) -> list[Problem]:
+    problems = []
+    for i, row in enumerate(rows):
+        missing = {"code", "level", "problem_id"} - set(row)
+        if missing:
+            raise ProblemLoadError(f"{where}: row {i} lacks {sorted(missing)} (need code, level, problem_id[, name])")
+        name = row.get("name") or _name_from_code(row["code"], int(row["problem_id"]))
+        problems.append(make_problem(row["code"], level=row["level"], problem_id=row["problem_id"], name=name,
+                                     version=version, origin=f"{where}#{i}"))
+    return problems
+
+
+def _name_from_code(code: str, problem_id: int) -> str:
+    """v0 rows have no file name: derive ``{id}_{first line of Model's docstring}.py``-like names stably."""
+    return f"{problem_id}_problem.py"
+
+
+def _load_folder(folder: Path, level: int | None, version: str) -> list[Problem]:
+    problems = []
+    for path in sorted(folder.glob("*.py")):
+        m = _FILE_RE.match(path.name)
+        if not m:
+            continue
+        lvl = level
+        lm = re.match(r"level_?(\d+)$", path.parent.name)
+        if lm:
+            lvl = int(lm.group(1))
+        if lvl is None:
+            raise ProblemLoadError(f"{path}: cannot tell its level (folder is not level{{N}}); pass level=")
+        problems.append(make_problem(path.read_text(), level=lvl, problem_id=int(m.group(1)), name=path.name,
+                                     version=version, origin=str(path)))
+    return problems
+
+
+def load_problems(path: str | Path, *, levels: Iterable[int] | None = None,
+                  problem_ids: Iterable[int] | None = None, version: str | None = None,
+                  level: int | None = None) -> list[Problem]:
+    """Load problems from a KernelBench checkout, a folder, or a JSONL/Parquet export (see the module docstring).
+
+    Args:
+        path: the checkout, folder or file.
+        levels: keep only these levels (``None``: all).
+        problem_ids: keep only these problem ids (``None``: all).
+        version: the problem-set label; default ``"v0"`` for a file named ``*v0*``, else ``"current"``.
+        level: the level of a plain folder whose name is not ``level{N}``.
+
+    Returns the problems sorted by (level, problem_id).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ProblemLoadError: the path holds no problems, or a file/row is malformed.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"problem source not found: {path}")
+    if version is None:
+        version = "v0" if "v0" in path.name else "current"
+    if path.is_file():
+        if path.suffix == ".jsonl":
+            rows = []
+            for lineno, line in enumerate(path.read_text().splitlines(), 1):
+                if line.strip():
+                    try:
+                        rows.append(json.loads(line))
+                    except json.JSONDecodeError as exc:
+                        raise ProblemLoadError(f"{path}:{lineno}: malformed JSON ({exc.msg})") from exc
+            problems = _from_rows(rows, str(path), version)
+        elif path.suffix == ".parquet":
+            import pandas as pd
+
+            problems = _from_rows(pd.read_parquet(path).to_dict("records"), str(path), version)
+        elif path.suffix == ".py":
+            problems = _load_folder_file(path, level, version)
+        else:
+            raise ProblemLoadError(f"{path}: expected a folder, .jsonl, .parquet or .py file")
+    else:
+        roots = [path / "KernelBench", path] if (path / "KernelBench").is_dir() else [path]
+        level_dirs = sorted(d for r in roots for d in r.glob("level*") if d.is_dir())
+        if level_dirs:
+            problems = [p for d in level_dirs for p in _load_folder(d, None, version)]
+        else:
+            problems = _load_folder(path, level, version)
+    if levels is not None:
+        keep = set(levels)
+        problems = [p for p in problems if p.level in keep]
+    if problem_ids is not None:
+        keep_ids = set(problem_ids)
+        problems = [p for p in problems if p.problem_id in keep_ids]
+    if not problems:
+        raise ProblemLoadError(f"{path}: no KernelBench-format problems found (after filtering)")
+    return sorted(problems, key=lambda p: (p.level, p.problem_id))
+
+
+def _load_folder_file(path: Path, level: int | None, version: str) -> list[Problem]:
+    m = _FILE_RE.match(path.name)
+    if not m:
+        raise ProblemLoadError(f"{path}: a problem file is named {{id}}_{{Name}}.py")
+    lm = re.match(r"level_?(\d+)$", path.parent.name)
+    lvl = int(lm.group(1)) if lm else level
+    if lvl is None:
+        raise ProblemLoadError(f"{path}: cannot tell its level; pass level=")
+    return [make_problem(path.read_text(), level=lvl, problem_id=int(m.group(1)), name=path.name, version=version,
+                         origin=str(path))]
+
+
+# ------------------------------------------------------------------------------------------------- size scaling
+
+#: Module-level names that are never scaled: they are hyper-parameters of the operator, not sizes.
+#: (``dim`` is scaled only when it is a size: a small value such as ``dim = 1`` is an axis and stays.)
+_UNSCALED = re.compile(
+    r"^(kernel.*|stride.*|padding.*|dilation.*|groups|num_groups|output_padding|return_indices|reduce_dim|"
+    r"num_heads|margin|eps|alpha|beta|.*_p|p|ceil_mode|count_include_pad)$"
+)
+#: Integers below this are structural (axes, kernel sizes, head counts) and are left alone.
+SCALE_THRESHOLD = 32
+#: A scaled size never drops below this, nor below the original value if that was smaller.
+SCALE_FLOOR = 16
+
+
+def _scale_int(value: int, size_scale: float) -> int:
+    if value < SCALE_THRESHOLD:
+        return value
+    scaled = value * size_scale
+    # keep the power-of-two factor (up to 16) so channel counts stay divisible by group counts
+    quantum = math.gcd(value, 16)
+    scaled = max(SCALE_FLOOR, int(round(scaled / quantum)) * quantum)
+    return min(value, scaled)
+
+
+def _literal_value(node: ast.expr):
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, SyntaxError, TypeError):
+        pass
+    # simple constant arithmetic such as ``2048 * 2`` or ``16 * 1024``
+    if isinstance(node, ast.BinOp) and not any(isinstance(n, ast.Name) for n in ast.walk(node)):
+        try:
+            return eval(compile(ast.Expression(node), "<size>", "eval"), {"__builtins__": {}})  # noqa: S307
+        except Exception:
+            return None
+    return None
+
+
+def scale_source(source: str, size_scale: float) -> str:
+    """Shrink a KernelBench problem's sizes by ``size_scale`` (0 < size_scale <= 1) by rewriting its module-level
+    integer constants.
+
+    Rule: a top-level ``name = <constant>`` (an int, a constant product such as ``2048 * 2``, or a tuple of ints) whose
+    name is not an operator hyper-parameter (kernel size, stride, padding, dilation, groups, ...) has every integer
+    ``>= 32`` multiplied by ``size_scale``, rounded to keep its power-of-two factor up to 16 and floored at 16.
+    Assignments computed from other names (``dim2 = N * 2``) are left as written and shrink through their inputs.
+    Each rewritten line keeps its original value in a trailing comment. ``size_scale == 1`` returns ``source``
+    unchanged.
+
+    Raises ``ValueError`` for a scale outside (0, 1].
+    """
+    if not 0 < size_scale <= 1:
+        raise ValueError(f"size_scale must be in (0, 1], got {size_scale}")
+    if size_scale == 1:
+        return source
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    edits: list[tuple[int, int, str]] = []
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+            continue
+        name = node.targets[0].id
+        if _UNSCALED.match(name):
+            continue
+        value = _literal_value(node.value)
+        if isinstance(value, bool) or value is None:
+            continue
+        if isinstance(value, int):
+            new = _scale_int(value, size_scale)
+        elif isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            new = tuple(_scale_int(v, size_scale) for v in value)
+        else:
+            continue
+        if new == value:
+            continue
+        if node.lineno != node.end_lineno:
+            continue  # multi-line constants: leave untouched rather than risk a broken rewrite
+        original = ast.get_source_segment(source, node.value)
+        edits.append((node.lineno, node.col_offset, f"{name} = {new!r}  # kbstudy size_scale={size_scale}: was {original}"))
+    for lineno, col, text in edits:
+        old = lines[lineno - 1]
+        newline = "\n" if old.endswith("\n") else ""
+        lines[lineno - 1] = old[:col] + text + newline
+    return "".join(lines)
+
+
+# --------------------------------------------------------------------------------------------- operator categories
+
+#: Ordered (first match wins) rules from a level-1 problem's file name to its operator category, as used in the
+#: paper's per-category table. Convolutions before matmul: "conv_pointwise" is a 1x1 convolution, not a GEMM problem.
+CATEGORY_RULES: tuple[tuple[str, str], ...] = (
+    ("convolution", r"conv"),
+    ("matmul", r"matmul|matrix_multiplication|gemm|matrix_vector|matrix_scalar"),
+    ("attention", r"attention"),
+    ("normalization", r"norm"),
+    ("pooling", r"pool"),
+    ("loss", r"loss"),
+    ("activation", r"relu|sigmoid|tanh|swish|gelu|selu|softplus|softsign|elu|hardtanh|softmax|logsoftmax"),
+    ("reduction", r"reduction|argmax|argmin|cumsum|cumprod|min_|max_|sum_|mean_"),
+)
+
+
+def operator_category(name: str) -> str:
+    """The operator category of a problem from its file name: matmul, convolution, activation, normalization,
+    pooling, reduction, loss, attention or other (first matching rule of :data:`CATEGORY_RULES`)."""
+    lowered = name.lower()
+    for category, pattern in CATEGORY_RULES:
+        if re.search(pattern, lowered):
+            return category
+    return "other"

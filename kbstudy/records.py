@@ -1,0 +1,307 @@
+"""The record schema and its store: one JSON line per evaluation, appended atomically, resumable, exportable to Parquet.
+
+Every number the study reports comes from an :class:`EvaluationRecord` (one candidate on one problem at one precision
+and size scale) or a :class:`ReferenceRecord` (the reference's eager and ``torch.compile`` timings, measured once per
+problem in a process where no candidate was ever loaded). ``docs/record_schema.md`` documents every field; a test keeps
+the two in step.
+
+Store layout (one *run* folder, e.g. ``outputs/records/h200-level1-fp32``)::
+
+    evaluations.jsonl   one EvaluationRecord a line
+    references.jsonl    one ReferenceRecord a line
+    evaluations.parquet Parquet export (``kbstudy export``)
+
+Atomicity: each record is serialised to one line and written with a single ``os.write`` on a descriptor opened with
+``O_APPEND``, then ``fsync``-ed; a process killed mid-write can leave at most one torn final line, which the reader
+skips with a warning. Resume: a record's :attr:`EvaluationRecord.key` identifies the evaluation; a batch skips keys
+already in the store, so an interrupted run loses nothing and duplicates nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import warnings
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+SCHEMA_VERSION = 1
+
+#: Outcome categories, in the order a candidate meets them. Only ``evaluated`` carries verdicts and timings.
+OUTCOMES = (
+    "evaluated",  # built, ran on every trial; verdicts (and timings, if it was correct) recorded
+    "skipped",  # not run, with the reason (e.g. a CUDA candidate on a machine without a GPU)
+    "compile_error",  # the source did not build: syntax error, nvcc/ninja failure, missing ModelNew
+    "runtime_error",  # a Python exception while constructing or calling ModelNew
+    "cuda_error",  # a CUDA error: illegal address, launch failure, misaligned access, device-side assert
+    "out_of_memory",  # torch.OutOfMemoryError (device or host)
+    "timeout",  # exceeded the compile or run timeout (a hang); the worker was killed
+    "crashed",  # the worker died without reporting: segfault, abort, killed by a signal
+    "reference_error",  # the reference itself failed on this problem; no candidate verdict is possible
+)
+
+
+def _finite_or_none(value: Any) -> Any:
+    """JSON has no NaN/Infinity: map non-finite floats to ``None`` so every line stays valid JSON."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+@dataclasses.dataclass
+class EvaluationRecord:
+    """One candidate evaluated on one problem. Times in ms; ``None`` where a stage did not run."""
+
+    # identity of the evaluation
+    key: str
+    run: str
+    # the problem
+    level: int
+    problem_id: int
+    problem_name: str
+    problem_version: str
+    problem_sha256: str
+    category: str | None
+    # the candidate
+    candidate_id: str
+    candidate_sha256: str
+    model_config: str
+    sample_id: int
+    backend: str
+    # how it was run
+    precision: str
+    size_scale: float
+    device: str
+    hardware: str
+    timing_method: str | None
+    # outcome
+    outcome: str
+    error_message: str | None = None
+    compiled: bool = False
+    # KernelBench's verdict (torch.allclose, atol = rtol = tolerance of the precision, 5 fixed-seed trials)
+    kernelbench_correct: bool | None = None
+    kernelbench_trials_passed: int | None = None
+    kernelbench_trials: int | None = None
+    kernelbench_tolerance: float | None = None
+    kernelbench_max_abs_diff: float | None = None
+    kernelbench_mean_abs_diff: float | None = None
+    # kbstudy's verdict (scale-invariant): relative L2 error against float64, coverage of the output
+    kbstudy_correct: bool | None = None
+    kbstudy_failure: str | None = None
+    rel_l2_error: float | None = None
+    rel_l2_threshold: float | None = None
+    coverage: float | None = None
+    coverage_threshold: float | None = None
+    shape_ok: bool | None = None
+    dtype_ok: bool | None = None
+    reference_dtype: str | None = None
+    # candidate timing (ms)
+    candidate_ms_median: float | None = None
+    candidate_ms_q1: float | None = None
+    candidate_ms_q3: float | None = None
+    candidate_ms_mean: float | None = None
+    candidate_ms_std: float | None = None
+    candidate_ms_min: float | None = None
+    candidate_ms_max: float | None = None
+    candidate_ms_ci_low: float | None = None
+    candidate_ms_ci_high: float | None = None
+    candidate_timing_trials: int | None = None
+    # reference timings (ms), copied from the ReferenceRecord they were measured in
+    eager_ms_median: float | None = None
+    eager_ms_q1: float | None = None
+    eager_ms_q3: float | None = None
+    compile_ms_median: float | None = None
+    compile_ms_q1: float | None = None
+    compile_ms_q3: float | None = None
+    reference_key: str | None = None
+    # speedups (ratio of medians; > 1 means the candidate is faster)
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    # harness cost (s): wall time of the worker process, from spawn to its last message
+    worker_wall_s: float | None = None
+    # provenance
+    schema_version: int = SCHEMA_VERSION
+    git_commit: str | None = None
+    kbstudy_version: str | None = None
+    python_version: str | None = None
+    torch_version: str | None = None
+    triton_version: str | None = None
+    cuda_version: str | None = None
+    hostname: str | None = None
+    created_utc: str | None = None
+    metadata: dict = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({k: _finite_or_none(v) for k, v in dataclasses.asdict(self).items()}, sort_keys=False)
+
+
+@dataclasses.dataclass
+class ReferenceRecord:
+    """The reference of one problem, timed in eager and under ``torch.compile`` (Inductor, default mode). Times in ms."""
+
+    key: str
+    run: str
+    level: int
+    problem_id: int
+    problem_name: str
+    problem_version: str
+    problem_sha256: str
+    precision: str
+    size_scale: float
+    device: str
+    hardware: str
+    timing_method: str | None
+    outcome: str  # "evaluated" or "reference_error"
+    error_message: str | None = None
+    eager_ms_median: float | None = None
+    eager_ms_q1: float | None = None
+    eager_ms_q3: float | None = None
+    eager_ms_mean: float | None = None
+    eager_ms_std: float | None = None
+    eager_ms_min: float | None = None
+    eager_ms_max: float | None = None
+    eager_timing_trials: int | None = None
+    compile_ms_median: float | None = None
+    compile_ms_q1: float | None = None
+    compile_ms_q3: float | None = None
+    compile_ms_mean: float | None = None
+    compile_ms_std: float | None = None
+    compile_ms_min: float | None = None
+    compile_ms_max: float | None = None
+    compile_timing_trials: int | None = None
+    compile_error: str | None = None
+    output_shape: list | None = None
+    output_dtype: str | None = None
+    reference_dtype: str | None = None
+    schema_version: int = SCHEMA_VERSION
+    git_commit: str | None = None
+    kbstudy_version: str | None = None
+    python_version: str | None = None
+    torch_version: str | None = None
+    triton_version: str | None = None
+    cuda_version: str | None = None
+    hostname: str | None = None
+    created_utc: str | None = None
+    metadata: dict = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps({k: _finite_or_none(v) for k, v in dataclasses.asdict(self).items()}, sort_keys=False)
+
+
+def evaluation_key(problem_sha256: str, candidate_sha256: str, precision: str, size_scale: float, hardware: str,
+                   settings: str = "") -> str:
+    """The identity of an evaluation: same problem source, candidate source, precision, scale, hardware and settings.
+
+    Returns the first 24 hex digits of the SHA-256 of those fields joined by ``|``.
+    """
+    raw = "|".join([problem_sha256, candidate_sha256, precision, repr(float(size_scale)), hardware, settings])
+    return hashlib.sha256(raw.encode()).hexdigest()[:24]
+
+
+def reference_key(problem_sha256: str, precision: str, size_scale: float, hardware: str, settings: str = "") -> str:
+    """The identity of a reference timing (see :func:`evaluation_key`)."""
+    return evaluation_key(problem_sha256, "reference-timing", precision, size_scale, hardware, settings)
+
+
+# ----------------------------------------------------------------------------------------------------------- JSONL
+
+
+def append_jsonl(path: str | os.PathLike, line: str | dict) -> None:
+    """Append one JSON object as one line, atomically (single ``O_APPEND`` write, then ``fsync``).
+
+    Raises ``ValueError`` if the serialised line contains a newline (it would not be one record).
+    """
+    text = line if isinstance(line, str) else json.dumps(line)
+    if "\n" in text:
+        raise ValueError("a record must serialise to a single line")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (text + "\n").encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def iter_jsonl(path: str | os.PathLike) -> Iterator[dict]:
+    """Yield the JSON objects of a JSONL file. A torn (unparseable) line is skipped with a warning, not raised."""
+    path = Path(path)
+    if not path.exists():
+        return
+    with path.open() as fh:
+        for lineno, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                warnings.warn(f"{path}:{lineno}: skipping a torn or malformed line", stacklevel=2)
+
+
+class RecordStore:
+    """A run folder of records: ``evaluations.jsonl`` and ``references.jsonl`` (see the module docstring)."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+        self.evaluations_path = self.folder / "evaluations.jsonl"
+        self.references_path = self.folder / "references.jsonl"
+
+    def append(self, record: EvaluationRecord | ReferenceRecord) -> None:
+        path = self.references_path if isinstance(record, ReferenceRecord) else self.evaluations_path
+        append_jsonl(path, record.to_json())
+
+    def evaluation_keys(self) -> set[str]:
+        return {row["key"] for row in iter_jsonl(self.evaluations_path) if "key" in row}
+
+    def references(self) -> dict[str, dict]:
+        """The latest reference row for each reference key."""
+        return {row["key"]: row for row in iter_jsonl(self.references_path) if "key" in row}
+
+    def evaluations(self) -> list[dict]:
+        """All evaluation rows; if a key appears twice (a record rewritten by hand), the last one wins."""
+        latest: dict[str, dict] = {}
+        for row in iter_jsonl(self.evaluations_path):
+            latest[row.get("key", str(len(latest)))] = row
+        return list(latest.values())
+
+    def evaluations_frame(self):
+        """The evaluations as a pandas DataFrame, with one column per schema field."""
+        import pandas as pd
+
+        columns = [f.name for f in dataclasses.fields(EvaluationRecord)]
+        return pd.DataFrame(self.evaluations(), columns=columns)
+
+    def references_frame(self):
+        import pandas as pd
+
+        columns = [f.name for f in dataclasses.fields(ReferenceRecord)]
+        return pd.DataFrame(list(self.references().values()), columns=columns)
+
+    def export_parquet(self) -> list[Path]:
+        """Write ``evaluations.parquet`` and ``references.parquet`` beside the JSONL files; returns their paths."""
+        written = []
+        for frame, name in ((self.evaluations_frame(), "evaluations"), (self.references_frame(), "references")):
+            frame = frame.copy()
+            frame["metadata"] = frame["metadata"].map(lambda m: json.dumps(m or {}, sort_keys=True))
+            if "output_shape" in frame:
+                frame["output_shape"] = frame["output_shape"].map(lambda s: json.dumps(s))
+            path = self.folder / f"{name}.parquet"
+            frame.to_parquet(path, index=False)
+            written.append(path)
+        return written
+
+
+def load_evaluations(folders: Iterable[str | os.PathLike]):
+    """Concatenate the evaluations of several run folders into one DataFrame (what the notebooks read)."""
+    import pandas as pd
+
+    frames = [RecordStore(f).evaluations_frame() for f in folders]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return RecordStore(Path("/nonexistent")).evaluations_frame()
+    return pd.concat(frames, ignore_index=True)
