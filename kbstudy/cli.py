@@ -1,0 +1,165 @@
+"""``kbstudy`` command line: ``eval``, ``export``, ``summary`` here; ``study``, ``profile``, ``generate`` and ``dlrm``
+are mounted from their modules when those import (each imports only what it needs)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Compile, verify and time LLM-generated GPU kernels; profile real workloads.")
+
+
+def _fail(message: str) -> None:
+    typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
+    raise typer.Exit(code=2)
+
+
+def load_candidate_specs(specs: List[str], problems, levels=None, model_configs=None):
+    """Candidates from a list of specs: a folder or JSONL path, or ``null:<kind>`` (``null:all`` for every null
+    candidate) generated for each problem. Raises FileNotFoundError / CandidateLoadError / KeyError."""
+    from kbstudy.candidates import NULL_CANDIDATES, load_candidates, null_candidates
+
+    out = []
+    for spec in specs:
+        if spec.startswith("null:"):
+            kind = spec.split(":", 1)[1]
+            kinds = NULL_CANDIDATES if kind == "all" else (kind,)
+            for problem in problems:
+                out.extend(null_candidates(problem, kinds))
+        else:
+            out.extend(load_candidates(spec, levels=levels, model_configs=model_configs))
+    return out
+
+
+def print_summary(frame, title: str) -> None:
+    """A rich table per model configuration: evaluated, outcome counts, correct under both verdicts, median speedup."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title)
+    for col in ("model configuration", "records", "evaluated", "KB-correct", "kbstudy-correct", "other outcomes",
+                "median speedup (eager, kbstudy-correct)"):
+        table.add_column(col)
+    for config, group in frame.groupby("model_config", sort=True):
+        evaluated = group[group.outcome == "evaluated"]
+        others = group[group.outcome != "evaluated"].outcome.value_counts().to_dict()
+        good = evaluated[evaluated.kbstudy_correct == True]  # noqa: E712 - pandas object column
+        speed = good.speedup_vs_eager.dropna()
+        table.add_row(str(config), str(len(group)), str(len(evaluated)),
+                      str(int((evaluated.kernelbench_correct == True).sum())),  # noqa: E712
+                      str(len(good)), ", ".join(f"{k} {v}" for k, v in sorted(others.items())) or "-",
+                      f"{speed.median():.3f}x" if len(speed) else "-")
+    Console().print(table)
+
+
+@app.command("eval")
+def eval_command(
+    problems: Path = typer.Option(..., help="KernelBench checkout, folder of problems, or JSONL/Parquet export"),
+    candidates: List[str] = typer.Option(..., "--candidates", "-c",
+                                         help="candidate folder or JSONL; or null:reference|zeros|mean|all"),
+    out: Path = typer.Option(..., help="records folder (evaluations.jsonl, references.jsonl); resumed if present"),
+    level: Optional[List[int]] = typer.Option(None, help="keep these levels"),
+    problem_id: Optional[List[int]] = typer.Option(None, "--problem-id", help="keep these problem ids"),
+    model_config: Optional[List[str]] = typer.Option(None, "--model-config", help="keep these model configurations"),
+    problem_version: Optional[str] = typer.Option(None, help="problem-set label (default: v0 for *v0* files, else current)"),
+    precision: str = typer.Option("fp32", help="fp32, fp16 or bf16"),
+    device: str = typer.Option("auto", help="auto, cpu, cuda or cuda:N"),
+    size_scale: float = typer.Option(1.0, help="shrink problem sizes by this factor (0 < s <= 1)"),
+    run: Optional[str] = typer.Option(None, help="run name stored on records (default: the out folder's name)"),
+    compile_baseline: bool = typer.Option(True, help="also time the reference under torch.compile (Inductor)"),
+    trials: int = typer.Option(5, help="correctness trials (KernelBench: 5)"),
+    timing_budget_ms: float = typer.Option(1000.0, help="work per timing, ms (reps clamped to [10, 100])"),
+    load_timeout: float = typer.Option(900.0, help="s allowed to load/compile one candidate"),
+    run_timeout: float = typer.Option(300.0, help="s allowed per call stage of one candidate"),
+    build_jobs: int = typer.Option(0, help="parallel CUDA builds (0: one per CPU core)"),
+    cache_dir: Path = typer.Option(Path(".cache/kbstudy"), help="build cache"),
+    inputs_on_device: bool = typer.Option(True, help="generate inputs on the GPU (seeded) rather than on the CPU"),
+    progress: bool = typer.Option(True, help="show a progress bar"),
+) -> None:
+    """Evaluate candidates against problems; append one record per candidate to OUT (resumes)."""
+    from kbstudy.candidates import CandidateLoadError
+    from kbstudy.evaluate import EvalConfig, evaluate_batch
+    from kbstudy.problems import ProblemLoadError, load_problems
+    from kbstudy.records import RecordStore
+
+    if precision not in ("fp32", "fp16", "bf16"):
+        _fail(f"unknown precision {precision!r} (fp32, fp16 or bf16)")
+    if not 0 < size_scale <= 1:
+        _fail(f"--size-scale must be in (0, 1], got {size_scale}")
+    try:
+        probs = load_problems(problems, levels=level, problem_ids=problem_id, version=problem_version)
+        cands = load_candidate_specs(candidates, probs, levels=level, model_configs=model_config)
+    except (FileNotFoundError, ProblemLoadError, CandidateLoadError, KeyError) as exc:
+        _fail(str(exc))
+    if problem_id:
+        cands = [c for c in cands if c.problem_id in set(problem_id)]
+    store = RecordStore(out)
+    cfg = EvalConfig(run=run or out.name, precision=precision, device=device, size_scale=size_scale, trials=trials,
+                     compile_baseline=compile_baseline, load_timeout_s=load_timeout, run_timeout_s=run_timeout,
+                     build_jobs=build_jobs, cache_dir=str(cache_dir), inputs_on_device=inputs_on_device,
+                     progress=progress)
+    cfg.timing = {**cfg.timing, "budget_ms": timing_budget_ms}
+    try:
+        summary = evaluate_batch(probs, cands, store, cfg)
+    except RuntimeError as exc:
+        _fail(str(exc))
+    typer.echo(f"{summary.written} records written, {summary.already_done} already present, "
+               f"{len(summary.unmatched)} candidates without a problem, {summary.seconds:.1f} s")
+    frame = store.evaluations_frame()
+    if len(frame):
+        print_summary(frame[frame.run == cfg.run], f"{cfg.run}: {precision}, size scale {size_scale}")
+
+
+@app.command("export")
+def export_command(records: Path = typer.Argument(..., help="records folder")) -> None:
+    """Write evaluations.parquet and references.parquet beside the JSONL files."""
+    from kbstudy.records import RecordStore
+
+    if not (records / "evaluations.jsonl").exists():
+        _fail(f"{records} holds no evaluations.jsonl")
+    for path in RecordStore(records).export_parquet():
+        typer.echo(str(path))
+
+
+@app.command("summary")
+def summary_command(records: Path = typer.Argument(..., help="records folder")) -> None:
+    """Print the per-configuration summary table of a records folder."""
+    from kbstudy.records import RecordStore
+
+    frame = RecordStore(records).evaluations_frame()
+    if not len(frame):
+        _fail(f"{records} holds no evaluation records")
+    print_summary(frame, str(records))
+
+
+def _mount_optional() -> None:
+    """Mount sub-commands whose modules exist (each is optional for the GPU image)."""
+    import importlib
+
+    for module_name, attr, name in (("kbstudy.study", "app", "study"), ("kbstudy.profiling.cli", "app", "profile"),
+                                    ("kbstudy.generate.cli", "app", "generate"),
+                                    ("kbstudy.dlrm_bench.cli", "app", "dlrm")):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            if os.environ.get("KBSTUDY_DEBUG"):
+                typer.echo(f"({name} unavailable: {exc})", err=True)
+            continue
+        sub = getattr(module, attr, None)
+        if sub is not None:
+            app.add_typer(sub, name=name)
+
+
+_mount_optional()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

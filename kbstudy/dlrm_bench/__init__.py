@@ -1,0 +1,95 @@
+"""DLRM-Bench: twelve recommender-model kernel problems in KernelBench format, our Triton kernels, and their roofline.
+
+Layout (see ``docs/dlrm_bench.md``):
+
+* ``problems/{id}_{Name}.py`` -- the twelve problems (``Model``, ``get_inputs``, ``get_init_inputs``), shapes from the
+  MLPerf DLRM-v2 configuration (mlcommons/training ``recommendation_v2/torchrec_dlrm/README.MD``), tables capped at
+  :data:`TABLE_ROW_CAP` rows.
+* ``kernels/level_5_problem_{id}_sample_0_kernel.py`` -- our Triton candidates (model configuration
+  :data:`MODEL_CONFIG`), in KernelBench's generation-output naming so :func:`kbstudy.candidates.load_candidates` reads
+  them.
+* ``roofline`` -- compulsory bytes and FLOPs per problem, machine measurement, floors.
+* ``gpu_run`` -- ``python -m kbstudy.dlrm_bench.gpu_run --out DIR``: eager, ``torch.compile``, ours, floors.
+
+Level: the problems sit directly in ``problems/`` (no ``level{N}`` folder) and are loaded with
+``load_problems(PROBLEMS_DIR, level=DLRM_LEVEL, version="dlrm")``. :data:`DLRM_LEVEL` is 5, a number no KernelBench
+level uses (KernelBench has levels 1-4), so DLRM-Bench candidates named ``level_5_problem_{P}_...`` can never be
+mistaken for KernelBench ones; the problem key is ``dlrm/L5/{id}``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kbstudy.problems import Problem, load_problems, make_problem, scale_source
+
+PROBLEMS_DIR = Path(__file__).resolve().parent / "problems"
+KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
+#: The level number given to DLRM-Bench problems (not used by KernelBench, whose levels are 1-4).
+DLRM_LEVEL = 5
+#: The problem-set label carried by every DLRM-Bench :class:`~kbstudy.problems.Problem`.
+DLRM_VERSION = "dlrm"
+#: The model configuration name of our Triton candidates.
+MODEL_CONFIG = "kbstudy-triton"
+#: Rows per table at most: MLPerf DLRM-v2's five 40,000,000-row tables are capped here so that every problem fits one
+#: H200 with room for the fp64 reference (problem 3's 26 tables: 24.3M rows, 12.4 GB fp32).
+TABLE_ROW_CAP = 4_000_000
+#: The paper's DLRM-Bench result for LLM-written kernels (win rate over eager PyTorch, median speedup).
+PAPER_WIN_RATE = 0.417
+PAPER_MEDIAN_SPEEDUP = 1.552
+
+
+def load_dlrm_problems(size_scale: float = 1.0, problem_ids=None) -> list[Problem]:
+    """The twelve DLRM-Bench problems (version ``"dlrm"``, level :data:`DLRM_LEVEL`), sorted by id.
+
+    Args:
+        size_scale: in (0, 1]; below 1 each source is rewritten by :func:`kbstudy.problems.scale_source` (its sha256 is
+            then that of the scaled source, and the name is unchanged).
+        problem_ids: keep only these ids (``None``: all twelve).
+
+    Raises:
+        ValueError: ``size_scale`` outside (0, 1].
+        kbstudy.problems.ProblemLoadError: a problem file is malformed or no problem is left after filtering.
+    """
+    problems = load_problems(PROBLEMS_DIR, level=DLRM_LEVEL, version=DLRM_VERSION, problem_ids=problem_ids)
+    if size_scale == 1:
+        return problems
+    return [make_problem(scale_source(p.source, size_scale), level=p.level, problem_id=p.problem_id, name=p.name,
+                         version=p.version, origin=p.origin) for p in problems]
+
+
+def load_dlrm_candidates():
+    """Our Triton candidates (model configuration :data:`MODEL_CONFIG`), one per problem, via
+    :func:`kbstudy.candidates.load_candidates`."""
+    from kbstudy.candidates import load_candidates
+
+    return load_candidates(KERNELS_DIR, model_config=MODEL_CONFIG)
+
+
+def exec_source(source: str, name: str) -> dict:
+    """Execute a problem or candidate source in a fresh namespace and return it (``Model``/``ModelNew``, ``get_inputs``,
+    module constants). The source is compiled with ``name`` as its file name so tracebacks point at it.
+
+    Triton's ``@triton.jit`` reads the function's source through ``inspect``, which needs a real file; so the source is
+    written to a temporary module file and imported from there.
+    """
+    import hashlib
+    import importlib.util
+    import sys
+    import tempfile
+
+    digest = hashlib.sha256(source.encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / "kbstudy_dlrm_sources"
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = "".join(ch if ch.isalnum() else "_" for ch in Path(name).stem)
+    path = folder / f"{stem}_{digest}.py"
+    if not path.exists() or path.read_text() != source:
+        tmp = path.with_suffix(f".{digest}.tmp")
+        tmp.write_text(source)
+        tmp.replace(path)
+    mod_name = f"kbstudy_dlrm_src_{stem}_{digest}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[mod_name] = module
+    spec.loader.exec_module(module)
+    return vars(module)

@@ -1,0 +1,272 @@
+"""Roofline floors of the DLRM-Bench problems: compulsory bytes and FLOPs, the machine's measured ceilings, the floor.
+
+The *floor* of a problem is the shortest time the machine could possibly take:
+``t_floor = max(bytes / BW, flops / rate)``, with
+
+* ``bytes``: compulsory DRAM traffic only -- every input byte the output depends on read once, every output byte
+  written once (no intermediate, no re-read). For a table lookup only the *distinct* rows touched are compulsory; for
+  uniform random indices (``torch.randint``, as every problem generates them) the expected number of distinct rows
+  among ``n`` draws from ``N`` is ``E[U] = N (1 - (1 - 1/N)^n)`` (:func:`expected_unique`).
+* ``flops``: the arithmetic the output needs (multiply-add = 2 FLOPs), counting only the needed entries (e.g. the
+  351 lower-triangle dot products of problem 9, not the full 27 x 27 product).
+* ``BW``: achieved DRAM bandwidth measured on the machine by a large device-to-device copy (bytes read + written).
+* ``rate``: achieved matrix rate measured on the machine by a large GEMM, in the problem's arithmetic precision:
+  bf16 (problems 10, 11) or fp32 with TF32 off (all others).
+
+Measured values, never datasheet values (H200 datasheet: 4.8 TB/s HBM3e, ~990 dense bf16 TFLOP/s). A problem is
+*memory-bound* when ``bytes / BW >= flops / rate``.
+
+Byte and FLOP formulas per problem are in :func:`compulsory_work` (sizes: B batch, L bag size, D dim, N table rows,
+s = bytes per element: 4 fp32, 2 bf16, 8 int64 indices).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import statistics
+import time
+from typing import Sequence
+
+#: Problems whose arithmetic runs in bf16 (their FLOPs are charged at the bf16 matrix rate).
+BF16_PROBLEMS = frozenset({10, 11})
+
+
+@dataclasses.dataclass(frozen=True)
+class Machine:
+    """Measured ceilings of one device.
+
+    ``bandwidth_bytes_per_s``: achieved DRAM bandwidth (device-to-device copy, read + write bytes / time).
+    ``matmul_flops_per_s``: achieved matrix rate per precision (``"bf16"``, ``"fp32"`` with TF32 off).
+    ``l2_bytes``: last-level cache size (0 when unknown). ``method``: how it was measured.
+    """
+
+    device: str
+    name: str
+    bandwidth_bytes_per_s: float
+    matmul_flops_per_s: dict
+    l2_bytes: int
+    method: str
+    details: dict = dataclasses.field(default_factory=dict)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Machine":
+        return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
+
+
+@dataclasses.dataclass(frozen=True)
+class Work:
+    """Compulsory work of one problem instance: ``bytes`` (DRAM bytes), ``flops``, the FLOP precision and the formula."""
+
+    bytes: float
+    flops: float
+    precision: str
+    formula: str
+
+
+def expected_unique(n_rows: int, draws: int) -> float:
+    """Expected number of distinct rows among ``draws`` uniform draws (with replacement) from ``n_rows`` rows:
+    ``N (1 - (1 - 1/N)^n)``. Raises ``ValueError`` for ``n_rows < 1`` or ``draws < 0``."""
+    if n_rows < 1 or draws < 0:
+        raise ValueError(f"need n_rows >= 1 and draws >= 0, got {n_rows}, {draws}")
+    return n_rows * -math.expm1(draws * math.log1p(-1.0 / n_rows)) if n_rows > 1 else float(draws > 0)
+
+
+def compulsory_work(problem_id: int, consts: dict, inputs: Sequence | None = None) -> Work:
+    """Compulsory bytes and FLOPs of DLRM-Bench problem ``problem_id``.
+
+    Args:
+        problem_id: 1..12.
+        consts: the problem module's size constants (``batch_size``, ``embedding_dim``, ... as in its source, after any
+            size scaling).
+        inputs: the problem's ``get_inputs()`` tensors; needed for problems 2, 7, 8 (their totals are random).
+
+    Formulas (E[U](N, n) = :func:`expected_unique`; idx = 8-byte int64):
+
+    1. EmbeddingBag sum: ``B L 8 + E[U](N, B L) D 4 + B D 4`` bytes; ``B L D`` FLOPs.
+    2. weighted var-length: ``T 8 + B 8 + T 4 + E[U](N, T) D 4 + B D 4`` (T = total lookups); ``2 T D``.
+    3. 26 tables: ``B sum(L_t) 8 + sum_t E[U](N_t, B L_t) D 4 + B 26 D 4``; ``B sum(L_t) D``.
+    4. backward, dense gradient: ``B L 8 + B D 4 + N D 4`` (the whole gradient is written); ``B L D``.
+    5. backward + row-wise Adagrad, sparse in place: ``B L 8 + B D 4 + E[U](N, B L) (2 D 4 + 2 4)`` (read + write each
+       touched row and its state); ``B L D + 4 E[U] D``.
+    6. int8 row-wise: ``B L 8 + E[U](N, B L) (D + 8) + B D 4``; ``2 B L D``.
+    7. hash + offsets: ``T 8 + G 8`` read, ``(G + 1 + T) 8`` written (G = bags); ``T + G`` integer ops.
+    8. jagged to padded: ``T D 4 + B 8`` read, ``B Lmax D 4`` written; 0 FLOPs.
+    9. dot interaction: ``B D 4 + B 26 D 4`` read, ``B (D + 351) 4`` written; ``2 B 351 D`` (only the needed pairs).
+    10. DCN-v2, bf16: ``B W 2`` in + ``B W 2`` out + ``3 (2 W r + W) 2`` weights (W = 27 D, r = low rank);
+        ``3 * 2 * 2 B W r`` (two GEMMs per layer) + ``3 * 3 B W`` epilogue.
+    11. bottom MLP, bf16: ``B 13 2 + B 128 2 + sum(in out + out) 2``; ``2 B sum(in out)``.
+    12. loss head: ``B F 4 + B 4 + (F + 1) 4`` read, ``(2 + F + B F) 4`` written; ``4 B F``.
+
+    Raises ``KeyError`` for an unknown problem id or a missing constant, ``ValueError`` if inputs are needed but absent.
+    """
+    c = consts
+    f32, idx = 4, 8
+    pid = int(problem_id)
+    if pid in (2, 7, 8) and inputs is None:
+        raise ValueError(f"problem {pid}: its random totals need the actual inputs")
+    if pid == 1:
+        B, L, D, N = c["batch_size"], c["bag_size"], c["embedding_dim"], c["num_embeddings"]
+        u = expected_unique(N, B * L)
+        return Work(B * L * idx + u * D * f32 + B * D * f32, B * L * D, "fp32", "B L 8 + E[U] D 4 + B D 4")
+    if pid == 2:
+        B, D, N = c["batch_size"], c["embedding_dim"], c["num_embeddings"]
+        T = inputs[0].numel()
+        u = expected_unique(N, T)
+        return Work(T * idx + B * idx + T * f32 + u * D * f32 + B * D * f32, 2 * T * D, "fp32",
+                    "T 8 + B 8 + T 4 + E[U] D 4 + B D 4")
+    if pid == 3:
+        B, D = c["batch_size"], c["embedding_dim"]
+        rows = [min(n, c["max_table_rows"]) for n in c["table_rows"]]
+        hots = list(c["multi_hot_sizes"])
+        table_bytes = sum(expected_unique(n, B * h) * D * f32 for n, h in zip(rows, hots))
+        return Work(B * sum(hots) * idx + table_bytes + B * len(rows) * D * f32, B * sum(hots) * D, "fp32",
+                    "B sum(L_t) 8 + sum_t E[U_t] D 4 + B 26 D 4")
+    if pid == 4:
+        B, L, D, N = c["batch_size"], c["bag_size"], c["embedding_dim"], c["num_embeddings"]
+        return Work(B * L * idx + B * D * f32 + N * D * f32, B * L * D, "fp32", "B L 8 + B D 4 + N D 4")
+    if pid == 5:
+        B, L, D, N = c["batch_size"], c["bag_size"], c["embedding_dim"], c["num_embeddings"]
+        u = expected_unique(N, B * L)
+        return Work(B * L * idx + B * D * f32 + u * (2 * D * f32 + 2 * f32), B * L * D + 4 * u * D, "fp32",
+                    "B L 8 + B D 4 + E[U] (2 D 4 + 2 4)")
+    if pid == 6:
+        B, L, D, N = c["batch_size"], c["bag_size"], c["embedding_dim"], c["num_embeddings"]
+        u = expected_unique(N, B * L)
+        return Work(B * L * idx + u * (D + 8) + B * D * f32, 2 * B * L * D, "fp32", "B L 8 + E[U] (D + 8) + B D 4")
+    if pid == 7:
+        T, G = inputs[0].numel(), inputs[1].numel()
+        return Work(T * idx + G * idx + (G + 1 + T) * idx, T + G, "fp32", "T 8 + G 8 + (G + 1 + T) 8")
+    if pid == 8:
+        B, D, Lmax = c["batch_size"], c["embedding_dim"], c["max_length"]
+        T = inputs[0].shape[0]
+        return Work(T * D * f32 + B * idx + B * Lmax * D * f32, 0.0, "fp32", "T D 4 + B 8 + B Lmax D 4")
+    if pid == 9:
+        B, D, S = c["batch_size"], c["embedding_dim"], c["num_sparse_features"]
+        pairs = (S + 1) * S // 2
+        return Work(B * D * f32 + B * S * D * f32 + B * (D + pairs) * f32, 2 * B * pairs * D, "fp32",
+                    "B D 4 + B 26 D 4 + B (D + 351) 4")
+    if pid == 10:
+        B, D, S, r, nl = c["batch_size"], c["embedding_dim"], c["num_sparse_features"], c["low_rank"], c["num_layers"]
+        W = (S + 1) * D
+        return Work(2 * B * W * 2 + nl * (2 * W * r + W) * 2, nl * (2 * 2 * B * W * r + 3 * B * W), "bf16",
+                    "2 B W 2 + 3 (2 W r + W) 2")
+    if pid == 11:
+        B = c["batch_size"]
+        sizes = [c["num_dense_features"], c["hidden1"], c["hidden2"], c["out_features"]]
+        pairs = list(zip(sizes[:-1], sizes[1:]))
+        return Work(B * sizes[0] * 2 + B * sizes[-1] * 2 + sum(i * o + o for i, o in pairs) * 2,
+                    2 * B * sum(i * o for i, o in pairs), "bf16", "B 13 2 + B 128 2 + sum(in out + out) 2")
+    if pid == 12:
+        B, F = c["batch_size"], c["in_features"]
+        return Work(B * F * f32 + B * f32 + (F + 1) * f32 + (2 + F + B * F) * f32, 4 * B * F, "fp32",
+                    "B F 4 + B 4 + (F + 1) 4 + (2 + F + B F) 4")
+    raise KeyError(f"unknown DLRM-Bench problem id {problem_id}")
+
+
+def floor_ms(work: Work, machine: Machine) -> tuple[float, str]:
+    """The floor in ms, ``max(bytes / BW, flops / rate)``, and which side binds (``"memory"`` or ``"compute"``).
+
+    Raises ``KeyError`` if the machine has no matrix rate for the work's precision.
+    """
+    t_mem = work.bytes / machine.bandwidth_bytes_per_s
+    t_cmp = work.flops / machine.matmul_flops_per_s[work.precision]
+    return 1e3 * max(t_mem, t_cmp), ("memory" if t_mem >= t_cmp else "compute")
+
+
+def problem_floor(problem_id: int, consts: dict, machine: Machine, inputs: Sequence | None = None) -> dict:
+    """Floor of one problem as a flat dict: ``bytes``, ``flops``, ``precision``, ``formula``, ``floor_ms``, ``bound``,
+    ``memory_ms`` and ``compute_ms`` (each side alone)."""
+    work = compulsory_work(problem_id, consts, inputs)
+    ms, bound = floor_ms(work, machine)
+    return {"bytes": work.bytes, "flops": work.flops, "precision": work.precision, "formula": work.formula,
+            "floor_ms": ms, "bound": bound, "memory_ms": 1e3 * work.bytes / machine.bandwidth_bytes_per_s,
+            "compute_ms": 1e3 * work.flops / machine.matmul_flops_per_s[work.precision]}
+
+
+# --------------------------------------------------------------------------------------------- machine measurement
+
+
+def _cuda_times_ms(fn, reps: int) -> list[float]:
+    import torch
+
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return times
+
+
+def _cpu_times_ms(fn, reps: int) -> list[float]:
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(1e3 * (time.perf_counter() - t0))
+    return times
+
+
+def measure_machine(device: str = "cuda", copy_bytes: int | None = None, matmul_n: int | None = None,
+                    reps: int = 20) -> Machine:
+    """Measure the device's achieved DRAM bandwidth and matrix rates.
+
+    Bandwidth: ``dst.copy_(src)`` of ``copy_bytes`` (default 4 GiB on a GPU, 256 MiB on a CPU) counted as
+    2 x ``copy_bytes`` (read + write). Matrix rate: ``n x n x n`` GEMMs (default n = 8192 on a GPU, 1024 on a CPU) in
+    bf16 and in fp32 with TF32 disabled, ``2 n^3`` FLOPs each. CUDA events on a GPU, ``time.perf_counter`` on a CPU;
+    2 warm-up runs, then ``reps`` runs, and the *fastest* run is used (a floor must not be slower than anything the
+    machine did). Raises ``RuntimeError`` if ``device`` is CUDA and none is available.
+    """
+    import torch
+
+    dev = torch.device(device)
+    is_cuda = dev.type == "cuda"
+    if is_cuda and not torch.cuda.is_available():
+        raise RuntimeError("measure_machine: CUDA requested but torch.cuda.is_available() is False")
+    copy_bytes = copy_bytes or (4 << 30 if is_cuda else 256 << 20)
+    matmul_n = matmul_n or (8192 if is_cuda else 1024)
+    timer = _cuda_times_ms if is_cuda else _cpu_times_ms
+    src = torch.empty(copy_bytes // 4, dtype=torch.float32, device=dev).fill_(1.0)
+    dst = torch.empty_like(src)
+    copy = lambda: dst.copy_(src)  # noqa: E731
+    for _ in range(2):
+        copy()
+    copy_ms = timer(copy, reps)
+    del src, dst
+    rates, details = {}, {"copy_bytes": copy_bytes, "copy_ms": copy_ms, "matmul_n": matmul_n}
+    prev_tf32 = torch.backends.cuda.matmul.allow_tf32 if is_cuda else None
+    try:
+        if is_cuda:
+            torch.backends.cuda.matmul.allow_tf32 = False
+        for name, dtype in (("bf16", torch.bfloat16), ("fp32", torch.float32)):
+            a = torch.randn(matmul_n, matmul_n, device=dev).to(dtype)
+            b = torch.randn(matmul_n, matmul_n, device=dev).to(dtype)
+            mm = lambda: torch.mm(a, b)  # noqa: E731
+            for _ in range(2):
+                mm()
+            n_reps = reps if name == "bf16" else max(3, reps // 4)
+            ms = timer(mm, n_reps)
+            rates[name] = 2.0 * matmul_n**3 / (min(ms) * 1e-3)
+            details[f"matmul_{name}_ms"] = ms
+            del a, b
+    finally:
+        if is_cuda:
+            torch.backends.cuda.matmul.allow_tf32 = prev_tf32
+    if is_cuda:
+        props = torch.cuda.get_device_properties(dev)
+        name, l2 = props.name, int(getattr(props, "L2_cache_size", 0) or 0)
+        method = "cuda_events"
+    else:
+        from kbstudy.provenance import cpu_name
+
+        name, l2, method = f"CPU: {cpu_name()}", 0, "perf_counter"
+    details["copy_ms_median"] = statistics.median(copy_ms)
+    return Machine(device=dev.type, name=name, bandwidth_bytes_per_s=2.0 * copy_bytes / (min(copy_ms) * 1e-3),
+                   matmul_flops_per_s=rates, l2_bytes=l2, method=method, details=details)

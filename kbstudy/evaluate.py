@@ -1,0 +1,610 @@
+"""Orchestration of a batch: problems x candidates -> records. The orchestrator runs no problem or candidate code.
+
+For each problem with candidates not yet in the store:
+
+1. CUDA candidates are built first, in parallel across CPU cores, into a build cache keyed by the source's SHA-256
+   (``<cache_dir>/torch_extensions/<sha>``), each build in a process of its own with a timeout;
+2. a *reference process* loads the problem, builds its inputs and expected outputs, and times the reference in eager
+   and under ``torch.compile`` (once per problem, precision, size scale and hardware: reused from ``references.jsonl``
+   on later runs);
+3. each candidate gets a fresh *worker process* (``kbstudy.worker``): load -> construct -> one call per correctness
+   trial, its outputs judged in the reference process (``kbstudy.verify``) -> timing, if either verdict passed;
+4. whatever happens -- an exception, a compile error, a hang past the timeout, a segfault, a CUDA error, an OOM --
+   becomes one :class:`~kbstudy.records.EvaluationRecord`, appended to the store before the next candidate starts.
+
+CUDA candidates on a machine without a GPU are recorded as ``skipped``; Triton candidates run on a CPU under Triton's
+interpreter (``TRITON_INTERPRET=1``).
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import dataclasses
+import multiprocessing
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from kbstudy import provenance
+from kbstudy.execution import unpack
+from kbstudy.candidates import Candidate
+from kbstudy.problems import Problem, scale_source
+from kbstudy.records import EvaluationRecord, RecordStore, ReferenceRecord, evaluation_key, reference_key
+from kbstudy.verify import FLOAT_SENTINEL, KERNELBENCH_TRIALS, KbstudyTrial, KernelBenchTrial, combine
+
+# Children fork from a server that has already imported torch (no CUDA initialised there), so a fresh process per
+# candidate costs milliseconds, not torch's ~2 s import; and the caller's __main__ is never re-imported.
+_CTX = multiprocessing.get_context("forkserver")
+_CTX.set_forkserver_preload(["torch", "kbstudy.worker", "kbstudy.reference", "kbstudy.verify", "kbstudy.timing"])
+
+
+@dataclasses.dataclass
+class EvalConfig:
+    """Settings of one evaluation batch. Times in seconds unless the name says ms."""
+
+    run: str = "default"
+    precision: str = "fp32"
+    device: str = "auto"  # "auto": cuda if a GPU is visible, else cpu
+    size_scale: float = 1.0
+    trials: int = KERNELBENCH_TRIALS
+    seed: int = 42
+    eager_baseline: bool = True
+    compile_baseline: bool = True
+    time_candidates: bool = True
+    timing: dict = dataclasses.field(default_factory=lambda: {"warmup_ms": 25.0, "budget_ms": 1000.0,
+                                                              "min_reps": 10, "max_reps": 100})
+    load_timeout_s: float = 900.0  # nvcc on a large candidate can take minutes
+    run_timeout_s: float = 300.0
+    build_jobs: int = 0  # parallel CUDA builds; 0: one per CPU core
+    cache_dir: str = ".cache/kbstudy"
+    inputs_on_device: bool = True  # build inputs on the GPU (seeded); False: on the CPU as KernelBench does
+    reference_cache_bytes: int = 16 << 30
+    progress: bool = True
+    spare_process: bool = False  # keep one idle child ahead (rarely needed: children fork from a warm server)
+
+    def settings_key(self) -> str:
+        """The settings that change what a record means (part of its key): trials, seed, input placement."""
+        return f"trials={self.trials};seed={self.seed};inputs_on_device={self.inputs_on_device}"
+
+
+@dataclasses.dataclass
+class BatchSummary:
+    """What a batch did: records written, keys skipped as already present, candidates with no matching problem."""
+
+    written: int = 0
+    already_done: int = 0
+    unmatched: list = dataclasses.field(default_factory=list)
+    outcomes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    seconds: float = 0.0
+
+
+# ------------------------------------------------------------------------------------------------ child processes
+
+
+class ChildDied(RuntimeError):
+    """The child process exited without replying; ``exitcode`` < 0 is the signal that killed it."""
+
+    def __init__(self, exitcode: int | None):
+        self.exitcode = exitcode
+        if exitcode is not None and exitcode < 0:
+            try:
+                name = signal.Signals(-exitcode).name
+            except ValueError:
+                name = f"signal {-exitcode}"
+            text = f"worker killed by {name}"
+        else:
+            text = f"worker exited with status {exitcode} without reporting"
+        super().__init__(text)
+
+
+class ChildTimeout(RuntimeError):
+    """The child process did not reply within the timeout (it is killed by the caller)."""
+
+
+class Child:
+    """A spawned ``kbstudy.worker.process_main`` process and its connection."""
+
+    def __init__(self):
+        from kbstudy import worker
+
+        self.conn, child_conn = _CTX.Pipe()
+        self.process = _CTX.Process(target=worker.process_main, args=(child_conn,), daemon=False)
+        self.process.start()
+        child_conn.close()
+        self.started = time.perf_counter()
+        self._idle = False
+
+    def wait_idle(self, timeout: float = 300.0) -> None:
+        if not self._idle:
+            reply = self.recv(timeout)
+            if reply.get("status") != "idle":
+                raise RuntimeError(f"unexpected first message from a child: {reply}")
+            self._idle = True
+
+    def _wait(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not self.conn.poll(0.2):
+            if not self.process.is_alive():
+                if self.conn.poll(0):
+                    return
+                raise ChildDied(self.process.exitcode)
+            if time.monotonic() > deadline:
+                raise ChildTimeout(f"no reply within {timeout:.0f} s")
+
+    def recv(self, timeout: float) -> Any:
+        self._wait(timeout)
+        try:
+            return self.conn.recv()
+        except EOFError:
+            self.process.join(5)
+            raise ChildDied(self.process.exitcode) from None
+
+    def recv_bytes(self, timeout: float) -> bytes:
+        self._wait(timeout)
+        try:
+            return self.conn.recv_bytes()
+        except EOFError:
+            self.process.join(5)
+            raise ChildDied(self.process.exitcode) from None
+
+    def send(self, message: Any) -> None:
+        try:
+            self.conn.send(message)
+        except (BrokenPipeError, ConnectionResetError, EOFError):
+            self.process.join(5)
+            raise ChildDied(self.process.exitcode) from None
+
+    def send_bytes(self, data: bytes) -> None:
+        try:
+            self.conn.send_bytes(data)
+        except (BrokenPipeError, ConnectionResetError, EOFError):
+            self.process.join(5)
+            raise ChildDied(self.process.exitcode) from None
+
+    def close(self, grace_s: float = 10.0) -> None:
+        """Ask the child to finish, then kill its whole process group if it has not."""
+        if self.process.is_alive():
+            try:
+                self.conn.send({"op": "exit", "role": "exit"})
+            except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
+                pass
+            self.process.join(grace_s)
+        self.kill()
+
+    def kill(self) -> None:
+        if self.process.pid is not None:
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError, OSError):
+                pass
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(10)
+        self.conn.close()
+
+
+class ChildPool:
+    """Hands out idle children, keeping one spare started ahead so the next candidate skips torch's import."""
+
+    def __init__(self, spare: bool = True):
+        self.spare = spare
+        self._next: Child | None = None
+        self._all: list[Child] = []
+
+    def get(self) -> Child:
+        child = self._next or Child()
+        self._next = None
+        child.wait_idle()
+        if self.spare:
+            self._next = Child()
+            self._all.append(self._next)
+        self._all.append(child)
+        return child
+
+    def shutdown(self) -> None:
+        for child in self._all:
+            if child.process.is_alive() or child.process.exitcode is None:
+                child.kill()
+        self._all.clear()
+        self._next = None
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+
+
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; ``cuda`` without a GPU raises ``RuntimeError``."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError("device 'cuda' requested, but no GPU is visible to torch")
+    return device
+
+
+def hardware_label(device: str) -> str:
+    """The GPU's name from ``nvidia-smi`` (so the orchestrator opens no CUDA context), else the CPU model."""
+    if device.startswith("cuda"):
+        index = device.split(":")[1] if ":" in device else "0"
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader", f"--id={index}"],
+                                 capture_output=True, text=True, timeout=30)
+            if out.returncode == 0 and out.stdout.strip():
+                return out.stdout.strip().splitlines()[0]
+        except (OSError, subprocess.SubprocessError):
+            pass
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    return provenance.cpu_name()
+
+
+def _common_fields(problem: Problem, cfg: EvalConfig, device: str, hardware: str, prov: dict) -> dict:
+    return {
+        "run": cfg.run, "level": problem.level, "problem_id": problem.problem_id, "problem_name": problem.name,
+        "problem_version": problem.version, "problem_sha256": problem.sha256, "precision": cfg.precision,
+        "size_scale": cfg.size_scale, "device": device.split(":")[0], "hardware": hardware,
+        "timing_method": "cuda_event" if device.startswith("cuda") else "cpu_perf_counter",
+        **{k: prov.get(k) for k in ("git_commit", "kbstudy_version", "python_version", "torch_version",
+                                    "triton_version", "cuda_version", "hostname")},
+    }
+
+
+def _child_env(candidate: Candidate | None, cfg: EvalConfig, device: str, max_jobs: int | None = None) -> dict:
+    env: dict[str, str | None] = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
+    cache = Path(cfg.cache_dir).resolve()
+    if candidate is not None:
+        env["TORCH_EXTENSIONS_DIR"] = str(cache / "torch_extensions" / candidate.sha256[:20])
+        env["TRITON_CACHE_DIR"] = str(cache / "triton")
+        if candidate.backend == "triton" and not device.startswith("cuda"):
+            env["TRITON_INTERPRET"] = "1"
+    if max_jobs:
+        env["MAX_JOBS"] = str(max_jobs)
+    return env
+
+
+# ------------------------------------------------------------------------------------------------ builds
+
+
+def build_cuda_candidates(candidates: list[Candidate], cfg: EvalConfig, device: str) -> dict[str, dict]:
+    """Build the CUDA candidates' extensions in parallel (one process each, ``build_jobs`` at a time).
+
+    Returns ``{sha256: {"built": bool, "error": str|None, "seconds": float}}``. A failed or timed-out build is not
+    final: the worker loads the source again and records the real error.
+    """
+    unique = {c.sha256: c for c in candidates if c.backend == "cuda"}
+    if not unique:
+        return {}
+    jobs = cfg.build_jobs or os.cpu_count() or 1
+    max_jobs = max(1, (os.cpu_count() or 1) // jobs)
+
+    def build_one(candidate: Candidate) -> tuple[str, dict]:
+        child = Child()
+        try:
+            child.wait_idle()
+            child.send({"role": "build", "env": _child_env(candidate, cfg, device, max_jobs),
+                        "job": {"source": candidate.source, "filename": f"<candidate {candidate.candidate_id}>"}})
+            return candidate.sha256, child.recv(cfg.load_timeout_s)
+        except (ChildDied, ChildTimeout) as exc:
+            return candidate.sha256, {"built": False, "error": str(exc)}
+        finally:
+            child.kill()
+
+    results: dict[str, dict] = {}
+    with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        for sha, result in _progress(pool.map(build_one, unique.values()), total=len(unique),
+                                     desc="build CUDA candidates", enabled=cfg.progress):
+            results[sha] = result
+    return results
+
+
+def _progress(iterable: Iterable, total: int, desc: str, enabled: bool):
+    if not enabled:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, total=total, desc=desc, unit="candidate", dynamic_ncols=True)
+
+
+# ------------------------------------------------------------------------------------------------ the batch
+
+
+class _Reference:
+    """The orchestrator's handle on one problem's reference process."""
+
+    def __init__(self, pool: ChildPool, problem: Problem, cfg: EvalConfig, device: str):
+        self.child = pool.get()
+        source = scale_source(problem.source, cfg.size_scale)
+        self.child.send({"role": "reference", "env": _child_env(None, cfg, device), "job": {
+            "source": source, "filename": f"<problem {problem.key}>", "device": device, "precision": cfg.precision,
+            "trials": cfg.trials, "seed": cfg.seed, "inputs_on_device": cfg.inputs_on_device,
+            "cache_bytes": cfg.reference_cache_bytes}})
+        self.info = self.child.recv(cfg.load_timeout_s)
+        self.ok = "error" not in self.info
+        self.cfg = cfg
+
+    def request(self, message: dict, timeout: float) -> Any:
+        self.child.send(message)
+        return self.child.recv(timeout)
+
+    def close(self) -> None:
+        try:
+            if self.child.process.is_alive():
+                self.child.send({"op": "close"})
+        except ChildDied:
+            pass
+        self.child.close()
+
+
+def _trial_seeds(cfg: EvalConfig) -> list[int]:
+    import torch  # noqa: F401 - kernelbench_trial_seeds draws with torch's generator
+
+    from kbstudy.execution import kernelbench_trial_seeds
+
+    return kernelbench_trial_seeds(cfg.trials, cfg.seed)
+
+
+def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: EvalConfig, device: str,
+                   seeds: list[int]) -> dict:
+    """One candidate through a fresh worker. Returns record fields (outcome, verdicts, timing samples)."""
+    started = time.perf_counter()
+    child = pool.get()
+    fields: dict[str, Any] = {"compiled": False}
+    stage = "load"
+    try:
+        child.send({"role": "worker", "env": _child_env(candidate, cfg, device), "job": {
+            "source": candidate.source, "filename": f"<candidate {candidate.candidate_id}>", "device": device,
+            "precision": cfg.precision, "seed": cfg.seed}})
+        reply = child.recv(cfg.load_timeout_s)
+        if "failure" in reply:
+            return {**fields, "outcome": reply["failure"], "error_message": reply["error"]}
+        fields["compiled"] = True
+        stage = "construct"
+        init = ref.request({"op": "init_inputs"}, cfg.run_timeout_s)
+        child.send({"op": "construct", "init_inputs": init["init_inputs"]})
+        reply = child.recv(cfg.run_timeout_s)
+        if "failure" in reply:
+            return {**fields, "outcome": reply["failure"], "error_message": reply["error"]}
+        stage = "run"
+        kb_trials: list[KernelBenchTrial] = []
+        kbs_trials: list[KbstudyTrial] = []
+        for t, seed in enumerate(seeds):
+            inputs = _reference_inputs(ref, t, cfg)
+            sentinel = FLOAT_SENTINEL if (device.startswith("cuda") and t % 2 == 1) else "nan"
+            child.send({"op": "run", "trial": t, "seed": seed, "sentinel": sentinel,
+                        "output_bytes": ref.info.get("output_bytes", 0)})
+            child.send_bytes(inputs)
+            del inputs
+            failure, outputs = unpack(child.recv_bytes(cfg.run_timeout_s))
+            if failure is not None:
+                return {**fields, "outcome": failure["failure"], "error_message": failure["error"]}
+            ref.child.send({"op": "verify", "trial": t, "sentinel": sentinel})
+            ref.child.send_bytes(outputs)
+            del outputs
+            verdict = ref.child.recv(cfg.run_timeout_s)
+            child.send({"op": "release"})
+            if "error" in verdict:
+                return {**fields, "outcome": "runtime_error",
+                        "error_message": "the candidate's outputs could not be judged: " + verdict["error"]}
+            kb_trials.append(verdict["kernelbench"])
+            kbs_trials.append(verdict["kbstudy"])
+        combined = combine(kb_trials, kbs_trials, cfg.precision)
+        verdict_meta = combined.pop("metadata_verdict")
+        fields.update(combined)
+        fields["outcome"] = "evaluated"
+        fields["metadata"] = {k: v for k, v in verdict_meta.items() if v}
+        if cfg.time_candidates and (fields["kernelbench_correct"] or fields["kbstudy_correct"]):
+            stage = "time"
+            inputs = _reference_inputs(ref, "timing", cfg)
+            child.send({"op": "time", "timing": cfg.timing})
+            child.send_bytes(inputs)
+            reply = child.recv(cfg.run_timeout_s)
+            if "failure" in reply:
+                # the candidate passed its trials but failed while being timed: keep the verdicts, record why
+                fields["metadata"]["timing_failure"] = reply["error"]
+                fields["outcome"] = reply["failure"]
+                fields["error_message"] = "failed while timing: " + reply["error"]
+            else:
+                fields["timing_samples"] = reply["samples"]
+        return fields
+    except ReferenceFailure as exc:
+        return {**fields, "outcome": "reference_error", "error_message": f"{stage}: reference: {exc}"}
+    except ChildTimeout as exc:
+        if not ref.child.process.is_alive():
+            return {**fields, "outcome": "reference_error", "error_message": f"{stage}: reference process died"}
+        return {**fields, "outcome": "timeout", "error_message": f"{stage}: {exc}"}
+    except ChildDied as exc:
+        if not child.process.is_alive() and ref.child.process.is_alive():
+            return {**fields, "outcome": "crashed", "error_message": f"{stage}: {exc}"}
+        return {**fields, "outcome": "reference_error", "error_message": f"{stage}: reference process: {exc}"}
+    finally:
+        fields["worker_wall_s"] = time.perf_counter() - started
+        child.close(grace_s=5)
+
+
+class ReferenceFailure(RuntimeError):
+    """The reference process could not produce what was asked (its message says why)."""
+
+
+def _reference_inputs(ref: _Reference, trial, cfg: EvalConfig) -> bytes:
+    """The shared inputs of a trial from the reference process, still unopened (the orchestrator never opens them)."""
+    ref.child.send({"op": "inputs", "trial": trial})
+    error, payload = unpack(ref.child.recv_bytes(cfg.run_timeout_s))
+    if error is not None:
+        raise ReferenceFailure(error["error"])
+    return payload
+
+
+def _timing_fields(samples: list[float] | None, prefix: str) -> dict:
+    from kbstudy.timing import summarize
+
+    if not samples:
+        return {}
+    return summarize(samples).as_fields(prefix)
+
+
+def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: RecordStore,
+                   cfg: EvalConfig) -> BatchSummary:
+    """Evaluate every (problem, candidate) pair not already in ``store``; append one record per candidate.
+
+    Candidates are matched to problems by (level, problem_id). Raises ``RuntimeError`` if ``cfg.device`` asks for a
+    GPU that is not there; never raises for a candidate's failure (that is a record).
+    """
+    t0 = time.perf_counter()
+    device = resolve_device(cfg.device)
+    if not device.startswith("cuda"):
+        # OpenMP threads that spin after a parallel region steal the 2nd core from the process being timed; the
+        # forkserver (started below, on the first child) reads this when torch loads libgomp
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    hardware = hardware_label(device)
+    prov = provenance.collect("cpu")
+    prov["hardware"] = hardware
+    settings = cfg.settings_key()
+    summary = BatchSummary()
+    by_problem: dict[tuple[int, int], list[Candidate]] = collections.defaultdict(list)
+    problem_index = {(p.level, p.problem_id): p for p in problems}
+    done = store.evaluation_keys()
+    references = store.references()
+    for cand in candidates:
+        problem = problem_index.get((cand.level, cand.problem_id))
+        if problem is None:
+            summary.unmatched.append(cand.candidate_id)
+            continue
+        key = evaluation_key(problem.sha256, cand.sha256, cfg.precision, cfg.size_scale, hardware, settings)
+        if key in done:
+            summary.already_done += 1
+            continue
+        done.add(key)  # the same candidate listed twice is evaluated once
+        by_problem[(problem.level, problem.problem_id)].append(cand)
+    pending = [c for cs in by_problem.values() for c in cs]
+    if device.startswith("cuda"):
+        build_cuda_candidates(pending, cfg, device)
+    seeds = _trial_seeds(cfg)
+    pool = ChildPool(spare=cfg.spare_process)
+    bar = None
+    if cfg.progress and pending:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(pending), desc=f"evaluate {cfg.run}", unit="candidate", dynamic_ncols=True)
+    try:
+        for (level, problem_id), cands in sorted(by_problem.items()):
+            problem = problem_index[(level, problem_id)]
+            common = _common_fields(problem, cfg, device, hardware, prov)
+            runnable = []
+            for cand in cands:
+                if cand.backend == "cuda" and not device.startswith("cuda"):
+                    _write(store, summary, problem, cand, cfg, hardware, settings, common,
+                           {"outcome": "skipped", "error_message": "CUDA candidate: no GPU on this machine"}, None)
+                    _tick(bar, cand)
+                else:
+                    runnable.append(cand)
+            if not runnable:
+                continue
+            ref_key = reference_key(problem.sha256, cfg.precision, cfg.size_scale, hardware, settings)
+            ref_row = references.get(ref_key)
+            try:
+                ref = _Reference(pool, problem, cfg, device)
+            except (ChildDied, ChildTimeout) as exc:
+                ref = None
+                ref_error = f"reference process: {exc}"
+            else:
+                ref_error = None if ref.ok else ref.info["error"]
+            try:
+                if ref_row is None or (ref_row.get("outcome") == "evaluated" and ref_error):
+                    ref_row = _time_reference(ref, ref_error, ref_key, problem, cfg, common)
+                    store.append(ReferenceRecord(**ref_row))
+                    references[ref_key] = ref_row
+                for cand in runnable:
+                    if ref is None or not ref.ok or not ref.child.process.is_alive():
+                        fields = {"outcome": "reference_error", "error_message": ref_error or "reference process died"}
+                    else:
+                        fields = _run_candidate(pool, ref, cand, cfg, device, seeds)
+                        if fields["outcome"] == "reference_error":
+                            ref.close()
+                            ref = _Reference(pool, problem, cfg, device)
+                    _write(store, summary, problem, cand, cfg, hardware, settings, common, fields, ref_row)
+                    _tick(bar, cand)
+            finally:
+                if ref is not None:
+                    ref.close()
+    finally:
+        pool.shutdown()
+        if bar is not None:
+            bar.close()
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+def _tick(bar, cand: Candidate) -> None:
+    if bar is not None:
+        bar.set_postfix_str(cand.candidate_id[-40:], refresh=False)
+        bar.update(1)
+
+
+def _time_reference(ref: _Reference | None, ref_error: str | None, key: str, problem: Problem, cfg: EvalConfig,
+                    common: dict) -> dict:
+    row: dict[str, Any] = {"key": key, **{k: common[k] for k in (
+        "run", "level", "problem_id", "problem_name", "problem_version", "problem_sha256", "precision", "size_scale",
+        "device", "hardware", "timing_method", "git_commit", "kbstudy_version", "python_version", "torch_version",
+        "triton_version", "cuda_version", "hostname")}}
+    row["created_utc"] = provenance.collect("cpu")["created_utc"]
+    if ref is None or not ref.ok:
+        return {**row, "outcome": "reference_error", "error_message": ref_error}
+    row.update({"output_shape": ref.info.get("output_shape"), "output_dtype": ref.info.get("output_dtype"),
+                "reference_dtype": ref.info.get("reference_dtype"),
+                "metadata": {"tf32_matmul": ref.info.get("tf32_matmul"), "tf32_cudnn": ref.info.get("tf32_cudnn")}})
+    try:
+        result = ref.request({"op": "time", "eager": cfg.eager_baseline, "compile": cfg.compile_baseline,
+                              "timing": cfg.timing}, timeout=max(cfg.run_timeout_s, cfg.load_timeout_s))
+    except (ChildDied, ChildTimeout) as exc:
+        return {**row, "outcome": "reference_error", "error_message": f"timing the reference: {exc}"}
+    if "error" in result:
+        return {**row, "outcome": "reference_error", "error_message": result["error"]}
+    row.update(_timing_fields(result.get("eager"), "eager"))
+    row.update(_timing_fields(result.get("compile"), "compile"))
+    row.pop("eager_ms_ci_low", None), row.pop("eager_ms_ci_high", None)
+    row.pop("compile_ms_ci_low", None), row.pop("compile_ms_ci_high", None)
+    row["compile_error"] = result.get("compile_error")
+    row["outcome"] = "evaluated"
+    return row
+
+
+def _write(store: RecordStore, summary: BatchSummary, problem: Problem, cand: Candidate, cfg: EvalConfig,
+           hardware: str, settings: str, common: dict, fields: dict, ref_row: dict | None) -> None:
+    fields = dict(fields)
+    samples = fields.pop("timing_samples", None)
+    metadata = {**cand.metadata, **fields.pop("metadata", {})}
+    record = EvaluationRecord(
+        key=evaluation_key(problem.sha256, cand.sha256, cfg.precision, cfg.size_scale, hardware, settings),
+        category=problem.category if problem.version != "dlrm" else "dlrm",
+        candidate_id=cand.candidate_id, candidate_sha256=cand.sha256, model_config=cand.model_config,
+        sample_id=cand.sample_id, backend=cand.backend, created_utc=provenance.collect("cpu")["created_utc"],
+        metadata=metadata, **common, **fields)
+    if samples:
+        for name, value in _timing_fields(samples, "candidate").items():
+            setattr(record, name, value)
+    if ref_row and ref_row.get("outcome") == "evaluated":
+        record.reference_key = ref_row["key"]
+        for base in ("eager", "compile"):
+            for stat in ("median", "q1", "q3"):
+                setattr(record, f"{base}_ms_{stat}", ref_row.get(f"{base}_ms_{stat}"))
+        record.reference_dtype = ref_row.get("reference_dtype")
+        if record.candidate_ms_median:
+            if record.eager_ms_median:
+                record.speedup_vs_eager = record.eager_ms_median / record.candidate_ms_median
+            if record.compile_ms_median:
+                record.speedup_vs_compile = record.compile_ms_median / record.candidate_ms_median
+    store.append(record)
+    summary.written += 1
+    summary.outcomes[record.outcome] += 1
+
+
+def clear_build_cache(cfg: EvalConfig) -> None:
+    """Remove the build cache (``<cache_dir>/torch_extensions``)."""
+    shutil.rmtree(Path(cfg.cache_dir) / "torch_extensions", ignore_errors=True)

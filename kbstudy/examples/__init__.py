@@ -1,0 +1,1 @@
+"""Example candidates written by the kbstudy authors (not by an LLM); see ``examples/triton/README.md``."""

@@ -1,0 +1,31 @@
+"""kbstudy example candidate for KernelBench level 1 problem 22 (Tanh): one elementwise Triton kernel, fp32 math."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def tanh_kernel(x_ptr, y_ptr, n_elements, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    offsets = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)
+    # tanh(|x|) = (1 - t) / (1 + t) with t = exp(-2|x|) in (0, 1]: no overflow; the sign is restored afterwards
+    t = tl.exp(-2.0 * tl.abs(x))
+    y = (1.0 - t) / (1.0 + t)
+    y = tl.where(x < 0, -y, y)
+    tl.store(y_ptr + offsets, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.contiguous()
+        y = torch.empty_like(x)
+        n = x.numel()
+        BLOCK = 4096
+        tanh_kernel[(triton.cdiv(n, BLOCK),)](x, y, n, BLOCK=BLOCK)
+        return y

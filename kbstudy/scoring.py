@@ -1,0 +1,284 @@
+"""The study's metrics, computed from evaluation records (pure pandas; no torch).
+
+Definitions follow KernelBench (``src/kernelbench/score.py`` and the paper, Ouyang et al. 2025, "KernelBench: Can
+LLMs Write Efficient GPU Kernels?", section 3), made explicit here:
+
+* **speedup** of a candidate = baseline time / candidate time, each the median over timing trials, in ms
+  (``EvaluationRecord.speedup_vs_eager`` against the PyTorch eager reference, ``speedup_vs_compile`` against the
+  reference under ``torch.compile`` with Inductor's default mode). > 1 means the candidate is faster.
+* **fast_p** = #(correct and speedup > p) / n. The inequality is strict (``speed_up > p`` in KernelBench's
+  ``fastp``). **n counts every problem the configuration attempted**, not only the correct ones: a problem whose
+  candidate failed to compile, crashed or was wrong counts in n and never in the numerator. fast_0 is therefore the
+  fraction correct *and timed* (a correct kernel whose timing is missing is not counted). A problem the
+  configuration has no record for is not in n unless ``n_problems`` says how many the set holds.
+* **compiled %, KernelBench-correct %, kbstudy-correct %** = 100 * #(compiled / verdict true) / n, same n.
+  KernelBench's verdict is ``torch.allclose`` at the precision's tolerance on 5 fixed-seed trials; kbstudy's verdict
+  is the scale-invariant check of ``kbstudy.verify`` (relative L2 error against float64, plus coverage).
+* **median and geometric-mean speedup over correct kernels**: over the correct kernels that have a finite, positive
+  speedup. The geometric mean is exp(mean(log speedup)), i.e. KernelBench's
+  ``geometric_mean_speed_ratio_correct_only`` (prod(speedup) ** (1 / n_correct)), without its ``0`` for an empty
+  set: an empty set gives NaN here.
+* **pass@k** (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", eq. 1): for a problem with n
+  samples of which c are correct, the unbiased estimator 1 - C(n - c, k) / C(n, k), averaged over problems.
+
+*Attempts.* The unit of every rate is one (problem, sample) record of a configuration. With one sample per problem
+(the usual KernelBench level-1 setting) n is the number of problems, exactly KernelBench's definition. With several
+samples per problem every rate is the mean over samples, i.e. the expected single-sample rate (for correctness it
+equals pass@1).
+
+*Not attempted.* Records with outcome ``skipped`` (e.g. a CUDA candidate on a machine without a GPU) and
+``reference_error`` (the reference itself failed, no verdict is possible) are excluded from n and counted in
+``n_skipped`` and ``n_reference_error``, so a CPU run is not scored as if its CUDA candidates had failed.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+#: The thresholds p of fast_p that the study reports (KernelBench reports fast_0, fast_1 and fast_2 and sweeps p).
+FAST_P_THRESHOLDS: tuple[float, ...] = (0.0, 1.0, 1.2, 1.5, 2.0)
+#: Outcomes that are not an attempt: excluded from n (see the module docstring).
+NOT_ATTEMPTED = ("skipped", "reference_error")
+CORRECTNESS = {"kbstudy": "kbstudy_correct", "kernelbench": "kernelbench_correct"}
+BASELINES = {"eager": "speedup_vs_eager", "compile": "speedup_vs_compile"}
+#: The columns that identify one attempt within a group.
+ATTEMPT_KEYS = ("problem_version", "level", "problem_id", "sample_id")
+REQUIRED_COLUMNS = ("model_config", "level", "problem_id", "sample_id", "outcome", "compiled", "kernelbench_correct",
+                    "kbstudy_correct", "speedup_vs_eager", "speedup_vs_compile")
+
+
+def fast_p_column(p: float) -> str:
+    """The summary column name of fast_p: ``fast_0``, ``fast_1``, ``fast_1.2``, ``fast_1.5``, ``fast_2``."""
+    return f"fast_{p:g}"
+
+
+def _check_frame(frame: pd.DataFrame, by: Sequence[str]) -> None:
+    missing = [c for c in (*REQUIRED_COLUMNS, *by) if c not in frame.columns]
+    if missing:
+        raise ValueError(f"evaluation frame lacks columns {missing} (expected kbstudy.records.EvaluationRecord fields)")
+
+
+def _as_bool(series: pd.Series) -> pd.Series:
+    """A verdict column as booleans: ``None``/NaN (no verdict: not evaluated) counts as False."""
+    return series.map(lambda v: bool(v) if v is not None and not (isinstance(v, float) and math.isnan(v)) else False)
+
+
+def _by_list(by: str | Sequence[str]) -> list[str]:
+    return [by] if isinstance(by, str) else list(by)
+
+
+def attempts(frame: pd.DataFrame, *, by: str | Sequence[str] = "model_config", correctness: str = "kbstudy",
+             baseline: str = "eager") -> pd.DataFrame:
+    """The attempted records with three derived columns: ``correct`` (bool, the chosen verdict), ``speedup`` (the
+    chosen baseline's ratio, NaN unless correct with a finite positive speedup) and ``attempted`` (bool).
+
+    Raises ``ValueError`` for an unknown ``correctness`` or ``baseline``, missing columns, or an attempt (problem,
+    sample) that appears twice within one group of ``by`` (records of several runs or hardware merged: add ``run``
+    or ``hardware`` to ``by``).
+    """
+    if correctness not in CORRECTNESS:
+        raise ValueError(f"correctness must be one of {sorted(CORRECTNESS)}, got {correctness!r}")
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline must be one of {sorted(BASELINES)}, got {baseline!r}")
+    by = _by_list(by)
+    _check_frame(frame, by)
+    out = frame.copy()
+    if "problem_version" not in out.columns:
+        out["problem_version"] = "current"
+    dup = out.duplicated(subset=[*by, *ATTEMPT_KEYS], keep=False)
+    if dup.any():
+        example = out.loc[dup, [*by, *ATTEMPT_KEYS]].iloc[0].to_dict()
+        raise ValueError(f"{int(dup.sum())} records repeat an attempt within a group of {by} (e.g. {example}); "
+                         "group by 'run' or 'hardware' as well, or filter the frame first")
+    out["attempted"] = ~out["outcome"].isin(NOT_ATTEMPTED)
+    out["compiled"] = _as_bool(out["compiled"]) & out["attempted"]
+    out["correct"] = _as_bool(out[CORRECTNESS[correctness]]) & out["attempted"]
+    speed = pd.to_numeric(out[BASELINES[baseline]], errors="coerce").astype(float)
+    valid = out["correct"] & np.isfinite(speed) & (speed > 0)
+    out["speedup"] = speed.where(valid)
+    return out
+
+
+def geometric_mean(values: Iterable[float]) -> float:
+    """exp(mean(log x)) over positive finite values; NaN for none. Raises ``ValueError`` for a value <= 0."""
+    arr = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
+    if arr.size == 0:
+        return float("nan")
+    if (arr <= 0).any():
+        raise ValueError("the geometric mean needs positive values (speedups are > 0)")
+    return float(np.exp(np.mean(np.log(arr))))
+
+
+def fast_p(correct: Sequence[bool], speedup: Sequence[float], p: float, n: int | None = None) -> float:
+    """fast_p = #(correct and speedup > p) / n (KernelBench ``score.fastp``; strict ``>``).
+
+    ``n`` defaults to ``len(correct)``, every attempt. NaN speedups never count. Raises ``ValueError`` if the inputs
+    differ in length or ``n`` is smaller than the number of attempts; returns NaN for n = 0.
+    """
+    correct = np.asarray(correct, dtype=bool)
+    speedup = np.asarray(speedup, dtype=float)
+    if correct.shape != speedup.shape:
+        raise ValueError("correct and speedup must have the same length")
+    n = len(correct) if n is None else int(n)
+    if n < len(correct):
+        raise ValueError(f"n = {n} is smaller than the number of attempts ({len(correct)})")
+    if n == 0:
+        return float("nan")
+    with np.errstate(invalid="ignore"):
+        hits = correct & np.isfinite(speedup) & (speedup > p)
+    return float(hits.sum()) / n
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """The unbiased pass@k estimator for one problem with ``n`` samples of which ``c`` are correct:
+    1 - C(n - c, k) / C(n, k) (Chen et al. 2021, eq. 1), computed as 1 - prod_{i=n-c+1}^{n} (1 - k / i) for
+    numerical stability (their reference implementation).
+
+    Raises ``ValueError`` unless 0 <= c <= n and 1 <= k <= n.
+    """
+    if not (0 <= c <= n):
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    if not (1 <= k <= n):
+        raise ValueError(f"need 1 <= k <= n, got n={n}, k={k}")
+    if n - c < k:
+        return 1.0
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def pass_at_k_table(frame: pd.DataFrame, ks: Sequence[int] = (1,), *, by: str | Sequence[str] = "model_config",
+                    correctness: str = "kbstudy") -> pd.DataFrame:
+    """pass@k per group, averaged over the group's problems (each problem's n = its number of attempted samples).
+
+    Columns: ``by``..., ``n_problems``, ``min_samples`` and ``pass@{k}`` for each k; pass@k is NaN when a problem
+    has fewer than k samples (the estimator is undefined there). Raises as :func:`attempts`.
+    """
+    by = _by_list(by)
+    att = attempts(frame, by=by, correctness=correctness)
+    att = att[att["attempted"]]
+    per_problem = (att.groupby([*by, "problem_version", "level", "problem_id"], dropna=False)["correct"]
+                   .agg(n="size", c="sum").reset_index())
+    rows = []
+    for keys, group in per_problem.groupby(by, dropna=False, sort=True):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        row = dict(zip(by, keys))
+        row["n_problems"] = len(group)
+        row["min_samples"] = int(group["n"].min())
+        for k in ks:
+            if row["min_samples"] < k:
+                row[f"pass@{k}"] = float("nan")
+            else:
+                row[f"pass@{k}"] = float(np.mean([pass_at_k(int(n), int(c), k) for n, c in zip(group["n"], group["c"])]))
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[*by, "n_problems", "min_samples", *[f"pass@{k}" for k in ks]])
+
+
+def summarize(frame: pd.DataFrame, by: str | Sequence[str] = "model_config", correctness: str = "kbstudy",
+              baseline: str = "eager", thresholds: Sequence[float] = FAST_P_THRESHOLDS,
+              n_problems: int | None = None) -> pd.DataFrame:
+    """One row per group of ``by`` (default: per model configuration) with the study's headline metrics.
+
+    Args:
+        frame: evaluation records (``kbstudy.records.load_evaluations``), one row per EvaluationRecord.
+        by: column(s) to group by.
+        correctness: ``"kbstudy"`` (scale-invariant verdict) or ``"kernelbench"`` (KernelBench's allclose verdict);
+            chooses the verdict behind ``correct_pct``, fast_p and the speedup statistics.
+        baseline: ``"eager"`` (PyTorch eager reference) or ``"compile"`` (``torch.compile``, Inductor default).
+        thresholds: the p of fast_p.
+        n_problems: if given, n for every group (the size of the problem set: a problem with no record counts as a
+            failure); else n = the group's attempts. Raises ``ValueError`` if a group has more attempts than this.
+
+    Returns columns: ``by``..., ``n`` (attempts, the denominator), ``n_records``, ``n_skipped``,
+    ``n_reference_error``, ``compiled_pct``, ``kernelbench_correct_pct``, ``kbstudy_correct_pct``, ``correct_pct``
+    (the chosen verdict; percentages in 0-100), ``n_correct``, ``n_timed`` (correct with a speedup),
+    ``fast_{p}`` (fractions in 0-1), ``speedup_median``, ``speedup_geomean`` (over correct kernels, NaN if none),
+    ``correctness``, ``baseline``. Rates are NaN for a group with n = 0 (every record skipped).
+
+    Raises ``ValueError`` as :func:`attempts`.
+    """
+    by = _by_list(by)
+    att = attempts(frame, by=by, correctness=correctness, baseline=baseline)
+    att["kb_ok"] = _as_bool(att["kernelbench_correct"]) & att["attempted"]
+    att["kbs_ok"] = _as_bool(att["kbstudy_correct"]) & att["attempted"]
+    rows = []
+    for keys, group in att.groupby(by, dropna=False, sort=True):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        tried = group[group["attempted"]]
+        n = len(tried)
+        if n_problems is not None:
+            if n > n_problems:
+                raise ValueError(f"group {dict(zip(by, keys))} has {n} attempts, more than n_problems={n_problems}")
+            n = int(n_problems)
+        pct = (lambda count: 100.0 * count / n) if n else (lambda count: float("nan"))
+        speed = tried["speedup"].dropna()
+        row = dict(zip(by, keys))
+        row.update(
+            n=n,
+            n_records=len(group),
+            n_skipped=int((group["outcome"] == "skipped").sum()),
+            n_reference_error=int((group["outcome"] == "reference_error").sum()),
+            compiled_pct=pct(int(tried["compiled"].sum())),
+            kernelbench_correct_pct=pct(int(tried["kb_ok"].sum())),
+            kbstudy_correct_pct=pct(int(tried["kbs_ok"].sum())),
+            correct_pct=pct(int(tried["correct"].sum())),
+            n_correct=int(tried["correct"].sum()),
+            n_timed=len(speed),
+        )
+        for p in thresholds:
+            row[fast_p_column(p)] = fast_p(tried["correct"], tried["speedup"], p, n=n) if n else float("nan")
+        row["speedup_median"] = float(speed.median()) if len(speed) else float("nan")
+        row["speedup_geomean"] = geometric_mean(speed)
+        row["correctness"] = correctness
+        row["baseline"] = baseline
+        rows.append(row)
+    columns = [*by, "n", "n_records", "n_skipped", "n_reference_error", "compiled_pct", "kernelbench_correct_pct",
+               "kbstudy_correct_pct", "correct_pct", "n_correct", "n_timed", *[fast_p_column(p) for p in thresholds],
+               "speedup_median", "speedup_geomean", "correctness", "baseline"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def fast_p_curve(frame: pd.DataFrame, ps: Sequence[float] | None = None, *, by: str | Sequence[str] = "model_config",
+                 correctness: str = "kbstudy", baseline: str = "eager", n_problems: int | None = None) -> pd.DataFrame:
+    """fast_p as a function of p (long format: ``by``..., ``p``, ``fast_p``), for the fast_p-versus-p figure.
+
+    ``ps`` defaults to 0 to 3 in steps of 0.05. Same n as :func:`summarize` (``n_problems`` likewise).
+    """
+    by = _by_list(by)
+    ps = list(np.round(np.arange(0.0, 3.0001, 0.05), 2)) if ps is None else list(ps)
+    att = attempts(frame, by=by, correctness=correctness, baseline=baseline)
+    rows = []
+    for keys, group in att.groupby(by, dropna=False, sort=True):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        tried = group[group["attempted"]]
+        for p in ps:
+            n = len(tried) if n_problems is None else int(n_problems)
+            value = fast_p(tried["correct"], tried["speedup"], p, n=n) if n else float("nan")
+            rows.append({**dict(zip(by, keys)), "p": float(p), "fast_p": value})
+    return pd.DataFrame(rows, columns=[*by, "p", "fast_p"])
+
+
+def outcome_table(frame: pd.DataFrame, *, by: str | Sequence[str] = "model_config") -> pd.DataFrame:
+    """Counts of each record outcome (``kbstudy.records.OUTCOMES``) per group; one column per outcome present."""
+    by = _by_list(by)
+    _check_frame(frame, by)
+    table = frame.groupby([*by, "outcome"], dropna=False).size().unstack("outcome", fill_value=0)
+    from kbstudy.records import OUTCOMES
+
+    ordered = [o for o in OUTCOMES if o in table.columns] + [o for o in table.columns if o not in OUTCOMES]
+    return table[ordered].reset_index().rename_axis(columns=None)
+
+
+def correct_speedups(frame: pd.DataFrame, *, by: str | Sequence[str] = "model_config", correctness: str = "kbstudy",
+                     baseline: str = "eager") -> pd.DataFrame:
+    """The correct, timed kernels, one row each: ``by``..., ``level``, ``problem_id``, ``problem_name``,
+    ``category`` and ``speedup`` (sorted), for speedup-distribution figures."""
+    by = _by_list(by)
+    att = attempts(frame, by=by, correctness=correctness, baseline=baseline)
+    keep = att[att["speedup"].notna()]
+    cols = [c for c in [*by, "level", "problem_id", "sample_id", "problem_name", "category", "speedup"]
+            if c in keep.columns]
+    cols = list(dict.fromkeys(cols))
+    return keep[cols].sort_values([*by, "level", "problem_id", "sample_id"]).reset_index(drop=True)

@@ -1,0 +1,222 @@
+"""The verdicts: where a candidate is judged correct or not.
+
+Two verdicts are computed on every trial, from the candidate's outputs and the reference's, in the reference process
+(the candidate's process never sees the expected outputs):
+
+**KernelBench's verdict**, reproduced exactly (``run_and_check_correctness`` and ``get_tolerance_for_precision`` in
+KernelBench ``src/kernelbench/eval.py``, commit 423217d): 5 trials whose input seeds come from
+``torch.manual_seed(42)``; per trial the shapes must be equal and ``torch.allclose(out, ref, atol=tol, rtol=tol)``
+must hold, with ``tol`` = 1e-4 for fp32 and 1e-2 for fp16/bf16 (atol = rtol); all trials must pass. Its known hole:
+an output whose magnitude is below ``atol`` everywhere (e.g. all zeros against a softmax over 393216 features) passes.
+
+**kbstudy's verdict**, which does not depend on the output's magnitude. Per trial and output tensor:
+
+1. *form*: the output is a plain dense ``torch.Tensor`` (not a subclass, not sparse), with the reference's shape and
+   dtype;
+2. *coverage*: the fraction of elements the candidate wrote. Before the call the worker makes fresh allocations hold a
+   sentinel (NaN or the integer maximum via PyTorch's ``fill_uninitialized_memory``; on a GPU, alternate trials poison
+   the caching allocator's free blocks with a finite float sentinel instead), and an element still holding the
+   sentinel where the float64 reference does not is unwritten. Threshold: every element must be written
+   (coverage = 1), since a correct kernel writes all of its output;
+3. *accuracy*: relative L2 error against a float64 reference computed from the same (precision-rounded) inputs,
+   ``||out - ref64||_2 / ||ref64||_2``, over elements where the reference is finite; non-finite values must match.
+   Thresholds: fp32 1e-3, fp16 5e-3, bf16 2e-2. They sit about 2x above the error of honest implementations:
+   PyTorch's own fp32 kernels with cuDNN's default TF32 convolutions (unit roundoff 2^-11 = 4.9e-4) and bf16
+   kernels (output rounding alone, 2^-9 = 2.0e-3 RMS-relative, plus accumulation error), and far below what a null
+   output achieves (1.0 for zeros; the coefficient of variation for a constant). Integer and bool outputs must match
+   exactly.
+
+A candidate is kbstudy-correct when every output of every trial passes all three. The first failing check is kept as
+``kbstudy_failure`` (``not_a_dense_tensor``, ``output_count``, ``shape``, ``dtype``, ``coverage``, ``nonfinite``,
+``rel_l2``, ``mismatch``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Sequence
+
+#: KernelBench ``get_tolerance_for_precision`` (after torchbench): atol = rtol = this.
+KERNELBENCH_TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
+#: KernelBench scripts' correctness trial count (``EvalConfig.num_correct_trials`` in ``eval_from_generations.py``).
+KERNELBENCH_TRIALS = 5
+#: kbstudy relative-L2 thresholds against the float64 reference (see the module docstring for the reasons).
+REL_L2_THRESHOLD = {"fp32": 1e-3, "fp16": 5e-3, "bf16": 2e-2}
+#: Required fraction of output elements written.
+COVERAGE_THRESHOLD = 1.0
+#: The finite float sentinel used to poison the CUDA caching allocator: a value no kernel computes by accident.
+FLOAT_SENTINEL = -1.2345678e30
+#: Elements per chunk when comparing huge outputs in float64 (bounds the verifier's extra memory to ~1 GiB).
+CHUNK = 1 << 26
+
+
+@dataclasses.dataclass
+class KernelBenchTrial:
+    passed: bool
+    max_abs_diff: float | None
+    mean_abs_diff: float | None
+    note: str | None = None
+
+
+@dataclasses.dataclass
+class KbstudyTrial:
+    passed: bool
+    failure: str | None
+    rel_l2: float | None
+    coverage: float | None
+    detail: str | None = None
+
+
+def is_dense_tensor(x: Any) -> bool:
+    """True for a plain strided ``torch.Tensor`` (exact type: subclasses can override comparisons), on a real device."""
+    import torch
+
+    return type(x) is torch.Tensor and x.layout == torch.strided and x.device.type != "meta"
+
+
+def kernelbench_trial(reference: Sequence, candidate: Sequence, precision: str) -> KernelBenchTrial:
+    """KernelBench's per-trial check on flattened outputs (see the module docstring).
+
+    KernelBench compares one output tensor; for tuple outputs each pair is compared and all must pass. A non-tensor
+    output or a dtype mismatch makes ``torch.allclose`` raise in KernelBench, which counts as a failed trial; so here.
+    """
+    import torch
+
+    tol = KERNELBENCH_TOLERANCE[precision]
+    if len(reference) != len(candidate):
+        return KernelBenchTrial(False, None, None, f"{len(candidate)} outputs, expected {len(reference)}")
+    max_diff, sum_diff, count = 0.0, 0.0, 0
+    for ref, out in zip(reference, candidate):
+        if not isinstance(out, torch.Tensor):
+            return KernelBenchTrial(False, None, None, f"output is {type(out).__name__}, not a tensor")
+        if out.shape != ref.shape:
+            return KernelBenchTrial(False, None, None, f"shape {tuple(out.shape)} != {tuple(ref.shape)}")
+        if out.dtype != ref.dtype:
+            return KernelBenchTrial(False, None, None, f"dtype {out.dtype} != {ref.dtype} (allclose raises)")
+        if out.device != ref.device:
+            out = out.to(ref.device)
+        if not torch.allclose(out, ref, atol=tol, rtol=tol):
+            diff = (out.to(torch.float64) - ref.to(torch.float64)).abs()
+            return KernelBenchTrial(False, float(diff.max()), float(diff.mean()), "allclose failed")
+        if out.numel():
+            diff = (out.to(torch.float64) - ref.to(torch.float64)).abs()
+            max_diff = max(max_diff, float(diff.max()))
+            sum_diff += float(diff.sum())
+            count += out.numel()
+    return KernelBenchTrial(True, max_diff, sum_diff / count if count else 0.0)
+
+
+def _sentinel_mask(out, ref64, sentinel: str | float):
+    """Elements of ``out`` (a chunk) still holding the sentinel where the reference does not."""
+    import torch
+
+    if sentinel == "nan" or sentinel is None:
+        if out.is_floating_point() or out.is_complex():
+            return torch.isnan(out) & ~torch.isnan(ref64)
+        if out.dtype == torch.bool:
+            return torch.zeros_like(out, dtype=torch.bool)  # bool has no spare value; form/mismatch checks decide
+        fill = torch.iinfo(out.dtype).max
+        return (out == fill) & (ref64 != fill)
+    if out.is_floating_point():
+        value = torch.tensor(float(sentinel), dtype=out.dtype)
+        return (out == value.to(out.device)) & (ref64 != float(value))
+    return torch.zeros_like(out, dtype=torch.bool)
+
+
+def kbstudy_trial(reference: Sequence, reference64: Sequence, candidate: Sequence, precision: str,
+                  sentinel: str | float = "nan") -> KbstudyTrial:
+    """kbstudy's per-trial check (see the module docstring).
+
+    Args:
+        reference: the reference's outputs at the run's precision (shape/dtype authority).
+        reference64: the reference's outputs computed in float64 (or the reference dtype where float64 failed).
+        candidate: the candidate's outputs, flattened.
+        precision: ``fp32``, ``fp16`` or ``bf16`` (selects the relative-L2 threshold).
+        sentinel: ``"nan"`` (fill_uninitialized_memory) or the float value the allocator was poisoned with.
+    """
+    import torch
+
+    if len(candidate) != len(reference):
+        return KbstudyTrial(False, "output_count", None, None, f"{len(candidate)} outputs, expected {len(reference)}")
+    threshold = REL_L2_THRESHOLD[precision]
+    worst_rel, min_cov = 0.0, 1.0
+    for ref, ref64, out in zip(reference, reference64, candidate):
+        if not is_dense_tensor(out):
+            return KbstudyTrial(False, "not_a_dense_tensor", None, None, f"got {type(out).__name__}")
+        if out.shape != ref.shape:
+            return KbstudyTrial(False, "shape", None, None, f"{tuple(out.shape)} != {tuple(ref.shape)}")
+        if out.dtype != ref.dtype:
+            return KbstudyTrial(False, "dtype", None, None, f"{out.dtype} != {ref.dtype}")
+        if out.device != ref64.device:
+            out = out.to(ref64.device)
+        flat_out, flat_ref = out.reshape(-1), ref64.reshape(-1)
+        n = flat_out.numel()
+        unwritten, err_sq, ref_sq, nonfinite_mismatch, mismatches = 0, 0.0, 0.0, 0, 0
+        exact = not (out.is_floating_point() or out.is_complex())
+        for start in range(0, n, CHUNK):
+            o = flat_out[start:start + CHUNK]
+            r = flat_ref[start:start + CHUNK]
+            unwritten += int(_sentinel_mask(o, r, sentinel).sum())
+            if exact:
+                mismatches += int((o.to(r.dtype) != r).sum())
+                continue
+            o64 = o.to(torch.float64)
+            r64 = r.to(torch.float64)
+            finite = torch.isfinite(r64)
+            # non-finite reference elements must be matched exactly (same inf sign, or NaN for NaN)
+            nf = ~finite
+            if bool(nf.any()):
+                same = (o64[nf] == r64[nf]) | (torch.isnan(o64[nf]) & torch.isnan(r64[nf]))
+                nonfinite_mismatch += int((~same).sum())
+            of, rf = o64[finite], r64[finite]
+            bad = ~torch.isfinite(of)
+            nonfinite_mismatch += int(bad.sum())
+            diff = torch.where(bad, torch.zeros_like(of), of - rf)
+            err_sq += float((diff * diff).sum())
+            ref_sq += float((rf * rf).sum())
+        coverage = 1.0 - unwritten / n if n else 1.0
+        min_cov = min(min_cov, coverage)
+        if coverage < COVERAGE_THRESHOLD:
+            return KbstudyTrial(False, "coverage", None, min_cov, f"{unwritten} of {n} elements unwritten")
+        if exact:
+            if mismatches:
+                return KbstudyTrial(False, "mismatch", None, min_cov, f"{mismatches} of {n} elements differ")
+            continue
+        if nonfinite_mismatch:
+            return KbstudyTrial(False, "nonfinite", None, min_cov, f"{nonfinite_mismatch} non-finite elements differ")
+        rel = math.sqrt(err_sq) / math.sqrt(ref_sq) if ref_sq > 0 else math.sqrt(err_sq)
+        worst_rel = max(worst_rel, rel)
+        if not rel <= threshold:
+            return KbstudyTrial(False, "rel_l2", rel, min_cov, f"relative L2 error {rel:.3g} > {threshold:g}")
+    return KbstudyTrial(True, None, worst_rel, min_cov)
+
+
+def combine(kb_trials: list[KernelBenchTrial], kbs_trials: list[KbstudyTrial], precision: str) -> dict:
+    """Record fields from the per-trial results: a verdict passes only if every trial passed. Metrics are the worst
+    over trials (max relative L2 error, min coverage, max of KernelBench's max abs diff)."""
+    kb_pass = [t.passed for t in kb_trials]
+    maxes = [t.max_abs_diff for t in kb_trials if t.max_abs_diff is not None]
+    means = [t.mean_abs_diff for t in kb_trials if t.mean_abs_diff is not None]
+    rels = [t.rel_l2 for t in kbs_trials if t.rel_l2 is not None]
+    covs = [t.coverage for t in kbs_trials if t.coverage is not None]
+    first_fail = next((t for t in kbs_trials if not t.passed), None)
+    first_kb_fail = next((t for t in kb_trials if not t.passed), None)
+    return {
+        "kernelbench_correct": bool(kb_trials) and all(kb_pass),
+        "kernelbench_trials_passed": sum(kb_pass),
+        "kernelbench_trials": len(kb_trials),
+        "kernelbench_tolerance": KERNELBENCH_TOLERANCE[precision],
+        "kernelbench_max_abs_diff": max(maxes) if maxes else None,
+        "kernelbench_mean_abs_diff": max(means) if means else None,
+        "kbstudy_correct": bool(kbs_trials) and all(t.passed for t in kbs_trials),
+        "kbstudy_failure": first_fail.failure if first_fail else None,
+        "rel_l2_error": max(rels) if rels else None,
+        "rel_l2_threshold": REL_L2_THRESHOLD[precision],
+        "coverage": min(covs) if covs else None,
+        "coverage_threshold": COVERAGE_THRESHOLD,
+        "metadata_verdict": {
+            "kbstudy_detail": first_fail.detail if first_fail else None,
+            "kernelbench_note": first_kb_fail.note if first_kb_fail else None,
+        },
+    }

@@ -1,0 +1,166 @@
+"""kbstudy.scoring against hand-computed values (fixture rows in tests/fixture_records.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from fixture_records import all_records, config_a, record, write_store
+from kbstudy import scoring
+from kbstudy.records import load_evaluations
+
+
+@pytest.fixture()
+def frame(tmp_path) -> pd.DataFrame:
+    write_store(tmp_path / "run")
+    return load_evaluations([tmp_path / "run"])
+
+
+def _row(table: pd.DataFrame, config: str) -> pd.Series:
+    rows = table[table["model_config"] == config]
+    assert len(rows) == 1
+    return rows.iloc[0]
+
+
+def test_summarize_kbstudy_eager(frame):
+    a = _row(scoring.summarize(frame), "A")
+    assert a["n"] == 5 and a["n_records"] == 6 and a["n_skipped"] == 1 and a["n_reference_error"] == 0
+    assert a["compiled_pct"] == pytest.approx(80.0)
+    assert a["kernelbench_correct_pct"] == pytest.approx(60.0)
+    assert a["kbstudy_correct_pct"] == pytest.approx(40.0)
+    assert a["correct_pct"] == pytest.approx(40.0)
+    assert a["n_correct"] == 2 and a["n_timed"] == 2
+    # correct speedups {2.0, 0.5}: fast_p = #(> p) / 5, strict: 2.0 is not > 2
+    assert [a["fast_0"], a["fast_1"], a["fast_1.2"], a["fast_1.5"], a["fast_2"]] == pytest.approx([0.4, 0.2, 0.2, 0.2, 0.0])
+    assert a["speedup_median"] == pytest.approx(1.25)
+    assert a["speedup_geomean"] == pytest.approx(1.0)  # sqrt(2.0 * 0.5)
+
+
+def test_summarize_kernelbench_verdict(frame):
+    a = _row(scoring.summarize(frame, correctness="kernelbench"), "A")
+    assert a["correct_pct"] == pytest.approx(60.0)
+    # correct speedups {2.0, 0.5, 4.0}
+    assert [a["fast_0"], a["fast_1"], a["fast_2"]] == pytest.approx([0.6, 0.4, 0.2])
+    assert a["speedup_median"] == pytest.approx(2.0)
+    assert a["speedup_geomean"] == pytest.approx(4.0 ** (1 / 3))
+
+
+def test_summarize_compile_baseline(frame):
+    a = _row(scoring.summarize(frame, baseline="compile"), "A")
+    # kbstudy-correct speedups vs torch.compile {1.0, 0.25}: 1.0 is not > 1
+    assert [a["fast_0"], a["fast_1"]] == pytest.approx([0.4, 0.0])
+    assert a["speedup_median"] == pytest.approx(0.625)
+    assert a["speedup_geomean"] == pytest.approx(0.5)
+    assert a["baseline"] == "compile"
+
+
+def test_multi_sample_rates_are_means_over_samples(frame):
+    b = _row(scoring.summarize(frame), "B")
+    # 6 attempts (every outcome but skipped/reference_error), 1 correct; compiled: 3 evaluated + 1 crashed-after-build
+    assert b["n"] == 6
+    assert b["correct_pct"] == pytest.approx(100 / 6)
+    assert b["compiled_pct"] == pytest.approx(400 / 6)
+    assert b["fast_1"] == pytest.approx(1 / 6)
+
+
+def test_all_skipped_configuration_has_no_rates(frame):
+    c = _row(scoring.summarize(frame), "C")
+    assert c["n"] == 0 and c["n_skipped"] == 2
+    assert math.isnan(c["correct_pct"]) and math.isnan(c["fast_0"]) and math.isnan(c["speedup_geomean"])
+
+
+def test_n_problems_counts_missing_problems_as_failures(frame):
+    a = _row(scoring.summarize(frame[frame["model_config"] == "A"], n_problems=10), "A")
+    assert a["n"] == 10
+    assert a["kbstudy_correct_pct"] == pytest.approx(20.0)
+    assert a["fast_1"] == pytest.approx(0.1)
+    with pytest.raises(ValueError, match="more than n_problems"):
+        scoring.summarize(frame[frame["model_config"] == "A"], n_problems=3)
+
+
+def test_reference_error_is_not_an_attempt():
+    recs = config_a() + [record("A", 7, outcome="reference_error")]
+    frame = pd.DataFrame([r.__dict__ for r in recs])
+    a = _row(scoring.summarize(frame), "A")
+    assert a["n"] == 5 and a["n_reference_error"] == 1
+
+
+def test_duplicate_attempts_raise():
+    recs = config_a() + [record("A", 1, kb=True, kbs=True, eager=3.0, run="other")]
+    frame = pd.DataFrame([r.__dict__ for r in recs])
+    with pytest.raises(ValueError, match="repeat an attempt"):
+        scoring.summarize(frame)
+    by_run = scoring.summarize(frame, by=["run", "model_config"])
+    assert list(by_run["run"]) == ["fixture", "other"]
+
+
+def test_bad_arguments_raise(frame):
+    with pytest.raises(ValueError, match="correctness"):
+        scoring.summarize(frame, correctness="allclose")
+    with pytest.raises(ValueError, match="baseline"):
+        scoring.summarize(frame, baseline="cudnn")
+    with pytest.raises(ValueError, match="lacks columns"):
+        scoring.summarize(frame.drop(columns=["kbstudy_correct"]))
+
+
+def test_fast_p_function_matches_kernelbench_definition():
+    # KernelBench score.fastp: correct-only speedups, strict >, divided by n (all attempts)
+    correct = [True, False, True, True, False]
+    speedup = [2.0, 0.75, 1.5, 5.0, 1.0]
+    assert scoring.fast_p(correct, speedup, 1.0) == pytest.approx(3 / 5)
+    assert scoring.fast_p(correct, speedup, 1.5) == pytest.approx(2 / 5)
+    assert scoring.fast_p(correct, speedup, 0.0) == pytest.approx(3 / 5)
+    assert scoring.fast_p(correct, speedup, 1.0, n=10) == pytest.approx(3 / 10)
+    with pytest.raises(ValueError):
+        scoring.fast_p(correct, speedup, 1.0, n=2)
+
+
+def test_geometric_mean():
+    # KernelBench's tests/test_score.py case: speedups 0.1/0.2, 0.2/0.3, 0.05/0.01 over the three correct samples
+    assert scoring.geometric_mean([0.5, 2 / 3, 5.0]) == pytest.approx(1.185631101, abs=1e-7)
+    assert math.isnan(scoring.geometric_mean([]))
+    with pytest.raises(ValueError):
+        scoring.geometric_mean([1.0, 0.0])
+
+
+def test_pass_at_k_estimator():
+    assert scoring.pass_at_k(10, 3, 5) == pytest.approx(1 - 21 / 252)  # 1 - C(7,5)/C(10,5)
+    assert scoring.pass_at_k(3, 1, 1) == pytest.approx(1 / 3)
+    assert scoring.pass_at_k(3, 1, 2) == pytest.approx(2 / 3)  # 1 - C(2,2)/C(3,2)
+    assert scoring.pass_at_k(5, 0, 3) == 0.0
+    assert scoring.pass_at_k(5, 4, 2) == 1.0
+    for bad in [(3, 4, 1), (3, 1, 0), (3, 1, 4)]:
+        with pytest.raises(ValueError):
+            scoring.pass_at_k(*bad)
+
+
+def test_pass_at_k_table(frame):
+    table = scoring.pass_at_k_table(frame, ks=(1, 2, 3, 4))
+    b = _row(table, "B")
+    assert b["n_problems"] == 2 and b["min_samples"] == 3
+    assert b["pass@1"] == pytest.approx((1 / 3 + 0) / 2)
+    assert b["pass@2"] == pytest.approx((2 / 3 + 0) / 2)
+    assert b["pass@3"] == pytest.approx(0.5)
+    assert math.isnan(b["pass@4"])
+    a = _row(table, "A")
+    assert a["pass@1"] == pytest.approx(0.4)
+
+
+def test_fast_p_curve_is_consistent_with_summary(frame):
+    curve = scoring.fast_p_curve(frame, ps=[0.0, 1.0, 2.0])
+    summary = scoring.summarize(frame)
+    for config in ("A", "B"):
+        got = curve[curve["model_config"] == config].set_index("p")["fast_p"]
+        row = _row(summary, config)
+        assert list(got) == pytest.approx([row["fast_0"], row["fast_1"], row["fast_2"]])
+
+
+def test_outcome_table_and_correct_speedups(frame):
+    outcomes = scoring.outcome_table(frame).set_index("model_config")
+    assert outcomes.loc["A", "evaluated"] == 4 and outcomes.loc["A", "compile_error"] == 1
+    assert outcomes.loc["C", "skipped"] == 2
+    speeds = scoring.correct_speedups(frame)
+    assert sorted(speeds[speeds["model_config"] == "A"]["speedup"]) == [0.5, 2.0]
+    assert len(all_records()) == 14

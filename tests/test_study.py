@@ -1,0 +1,127 @@
+"""kbstudy.study: study files, the evaluation step (through the real evaluate_batch, on a tiny CPU config) and the
+notebook step."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from kbstudy import study as study_mod
+from kbstudy.records import RecordStore
+
+REPO = Path(__file__).resolve().parent.parent
+KERNELBENCH = REPO.parent / "shared" / "kernelbench"
+needs_kernelbench = pytest.mark.skipif(not (KERNELBENCH / "kernelbench_levels_1-3.jsonl").exists(),
+                                       reason="KernelBench data not found")
+
+
+def _write(path: Path, data: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=2))
+    return path
+
+
+@needs_kernelbench
+@pytest.mark.parametrize("name", ["cpu_default.yaml", "h200_level1_fp32.yaml"])
+def test_shipped_study_files_parse_and_resolve(name):
+    study = study_mod.load_study(REPO / "params" / "study" / name)
+    assert study.runs and study.notebooks
+    for nb in study.notebooks:
+        assert nb.notebook.exists() and nb.params.exists()
+        params = study_mod.notebook_parameters(nb)
+        assert {"records_dirs", "output_dir", "precision", "hardware_label", "correctness"} <= set(params)
+        # the notebook reads the records its study writes (paths relative to the repository root)
+        assert {str(study_mod.project_path(d, REPO)) for d in params["records_dirs"]} == {str(r.records) for r in study.runs}
+    info = study_mod.run_evaluations(study, dry_run=True)
+    run = study.runs[0]
+    assert info[run.run]["problems"] == 100
+    problems, candidates = study_mod.load_run_inputs(run)
+    configs = {c.model_config for c in candidates}
+    assert {"null:reference", "null:zeros", "kbstudy-triton-examples", "claude-3.5-sonnet"} <= configs
+    assert {c.backend for c in candidates if c.model_config == "claude-3.5-sonnet"} == {"cuda"}
+
+
+def test_default_study_follows_the_gpu(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert study_mod.default_study_file(REPO).name == "cpu_default.yaml"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert study_mod.default_study_file(REPO).name == "h200_level1_fp32.yaml"
+
+
+def test_gpu_run_without_gpu_is_an_error(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(study_mod.StudyError, match="no GPU"):
+        study_mod.resolve_device("cuda")
+    assert study_mod.resolve_device("auto") == "cpu"
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"runs": []}, "name"),
+    ({"name": "x", "runs": [{"run": "r", "problems": "p.jsonl", "candidates": []}]}, "records"),
+    ({"name": "x", "runs": [{"run": "r", "problems": "{nowhere}/p.jsonl", "candidates": [], "records": "o"}]},
+     "placeholder"),
+    ({"name": "x", "runs": [{"run": "r", "problems": "p.jsonl", "candidates": [{"model_config": "m"}],
+                             "records": "o"}]}, "null:<kind>"),
+])
+def test_bad_study_files_raise(tmp_path, data, message):
+    with pytest.raises(study_mod.StudyError, match=message):
+        study_mod.load_study(_write(tmp_path / "s.yaml", data), root=tmp_path)
+
+
+def test_project_path_finds_the_repository_root(tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO / "notebooks")
+    assert study_mod.project_path("params") == REPO / "params"
+    assert study_mod.project_path(tmp_path) == tmp_path
+
+
+@needs_kernelbench
+@pytest.mark.slow
+def test_tiny_cpu_study_end_to_end(tmp_path):
+    """19_ReLU at 1/16 size on the CPU: null candidates, the Triton example (interpreter) and claude's CUDA kernel
+    (skipped); then notebook 01; then a second run that finds every evaluation already recorded."""
+    records = tmp_path / "records"
+    params = _write(tmp_path / "params" / "nb.yaml", {
+        "records_dirs": [str(records)], "output_dir": str(tmp_path / "analysis"), "precision": "fp32",
+        "hardware_label": "test CPU", "correctness": "kbstudy", "level": 1})
+    study_file = _write(tmp_path / "study.yaml", {
+        "name": "tiny", "kernelbench_dir": str(KERNELBENCH), "reports": str(tmp_path / "reports"),
+        "runs": [{
+            "run": "tiny", "records": str(records), "precision": "fp32", "device": "cpu", "size_scale": 0.0625,
+            "problems": {"path": "{kernelbench_dir}/kernelbench_levels_1-3.jsonl", "levels": [1], "problem_ids": [19]},
+            "candidates": ["null:reference", "null:zeros",
+                           {"path": str(REPO / "kbstudy" / "examples" / "triton"),
+                            "model_config": "kbstudy-triton-examples"},
+                           {"path": "{kernelbench_dir}/leaderboard_kernels.jsonl",
+                            "model_configs": ["claude-3.5-sonnet"], "levels": [1]}],
+            "eval": {"compile_baseline": False, "spare_process": False,
+                     "timing": {"warmup_ms": 1.0, "budget_ms": 20.0, "min_reps": 3, "max_reps": 5}},
+        }],
+        "notebooks": [{"notebook": str(REPO / "notebooks" / "01_kernelbench_level1.py"), "params": str(params)}],
+    })
+    result = study_mod.run_study(study_file, root=REPO, progress=False)
+    assert result["runs"]["tiny"]["written"] == 4
+    frame = RecordStore(records).evaluations_frame().set_index("model_config")
+    assert frame.loc["null:reference", "outcome"] == "evaluated" and frame.loc["null:reference", "kbstudy_correct"]
+    assert frame.loc["null:zeros", "outcome"] == "evaluated" and not frame.loc["null:zeros", "kbstudy_correct"]
+    assert frame.loc["kbstudy-triton-examples", "outcome"] == "evaluated", frame.loc["kbstudy-triton-examples", "error_message"]
+    assert frame.loc["kbstudy-triton-examples", "kbstudy_correct"]
+    assert frame.loc["claude-3.5-sonnet", "outcome"] == "skipped"
+    # the notebook step: rendered notebook, HTML, and tables equal to scoring on the same records
+    assert (tmp_path / "reports" / "01_kernelbench_level1.ipynb").exists()
+    assert (tmp_path / "reports" / "01_kernelbench_level1.html").exists()
+    headline = pd.read_csv(tmp_path / "analysis" / "tables" / "headline.csv").set_index("model_config")
+    assert headline.loc["claude-3.5-sonnet", "n"] == 0 and headline.loc["claude-3.5-sonnet", "n_skipped"] == 1
+    assert headline.loc["null:reference", "kbstudy_correct_pct"] == 100.0
+    assert headline.loc["null:zeros", "kbstudy_correct_pct"] == 0.0
+    provenance = json.loads((tmp_path / "reports" / "study_provenance.json").read_text())
+    assert provenance["study"] == "tiny" and "git_commit" in provenance
+    # resume: nothing new to evaluate
+    again = study_mod.run_study(study_file, root=REPO, progress=False, only_evaluations=True)
+    assert again["runs"]["tiny"]["written"] == 0 and again["runs"]["tiny"]["already_done"] == 4
