@@ -131,11 +131,13 @@ def _reps_for(per_call_ms: float, budget_ms: float, min_reps: int, max_reps: int
 
 def _time_cpu(fn, *, warmup_ms, min_warmup, budget_ms, min_reps, max_reps) -> list[float]:
     start = time.perf_counter_ns()
-    calls = 0
+    calls, last = 0, 0.0
     while calls < min_warmup or (time.perf_counter_ns() - start) / 1e6 < warmup_ms:
+        t0 = time.perf_counter_ns()
         fn()
+        last = (time.perf_counter_ns() - t0) / 1e6
         calls += 1
-    per_call = (time.perf_counter_ns() - start) / 1e6 / calls
+    per_call = last  # the first calls include one-time work
     samples = []
     for _ in range(_reps_for(per_call, budget_ms, min_reps, max_reps)):
         t0 = time.perf_counter_ns()
@@ -152,15 +154,17 @@ def _time_cuda(fn, *, device, warmup_ms, min_warmup, budget_ms, min_reps, max_re
     torch.cuda.synchronize(device)
     # warm-up, measured coarsely to size the timed loop
     start_evt, end_evt = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    calls, spent = 0, 0.0
+    calls, spent, last = 0, 0.0, 0.0
     while calls < min_warmup or spent < warmup_ms:
         start_evt.record(stream)
         fn()
         end_evt.record(stream)
         torch.cuda.synchronize(device)
-        spent += start_evt.elapsed_time(end_evt)
+        last = start_evt.elapsed_time(end_evt)
+        spent += last
         calls += 1
-    reps = _reps_for(spent / calls, budget_ms, min_reps, max_reps)
+    # size the loop from the last warm-up call: the first ones include one-time work (torch.compile, autotuning)
+    reps = _reps_for(last, budget_ms, min_reps, max_reps)
     samples = []
     for _ in range(reps):
         if flush is not None:

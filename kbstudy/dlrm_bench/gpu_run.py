@@ -142,12 +142,15 @@ class ProblemRun:
         self.output_shape = self.output_dtype = None
 
 
-def _build(ns: dict, cls_name: str, device):
+def _build(ns: dict, cls_name: str, device, problem_ns: dict | None = None):
+    """``ns[cls_name](*get_init_inputs())`` on ``device`` after ``torch.manual_seed(INIT_SEED)`` (the problem's
+    ``get_init_inputs``, so Model and ModelNew get identical parameters)."""
     import torch
 
+    init = (problem_ns or ns)["get_init_inputs"]
     torch.manual_seed(INIT_SEED)
     with torch.device(device):
-        return ns[cls_name](*ns["get_init_inputs"]())
+        return ns[cls_name](*init())
 
 
 def _inputs(ns: dict, device):
@@ -185,7 +188,7 @@ def phase_eager_and_ours(run: ProblemRun, device, timer: Timer, machine, log) ->
         del eager_out, eager_model
         _free(device)
         run.error_stage = "candidate"
-        ours_model = _build(cand_ns, "ModelNew", device)
+        ours_model = _build(cand_ns, "ModelNew", device, ns)
         ours_out = ours_model(*inputs)
         if device.type == "cuda":
             torch.cuda.synchronize()

@@ -147,10 +147,10 @@ def op_base_name(op: str) -> str:
 def classify_op(op: str) -> str:
     """Category of an ATen operator name (``"aten::addmm"``), by :data:`OP_RULES`.
 
-    Non-ATen namespaces are mapped by their base name too (``fbgemm::``, ``prims::``); ``autograd::``/``Optimizer``
-    ranges and other non-operators return ``"other"``.
+    The ``prims::``, ``fbgemm::`` and ``c10d::`` namespaces are mapped by their base name too; names in any other
+    namespace or none (``autograd::...``, ``ProfilerStep#3``, ``Optimizer.step#...``) are not operators: ``"other"``.
     """
-    if "::" in op and not op.startswith(("aten::", "prims::", "fbgemm::", "c10d::", "_c10d_functional::")):
+    if not op.startswith(("aten::", "prims::", "fbgemm::", "c10d::", "_c10d_functional::")):
         return "other"
     if op.startswith(("c10d::", "_c10d_functional::")):
         return "communication"

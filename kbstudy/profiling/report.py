@@ -1,0 +1,137 @@
+"""What notebook 3 shows, as functions: load the profiling records, tabulate, and draw the figures.
+
+Reads the files that :mod:`kbstudy.profiling.gpu_run` writes (``kernels.jsonl``, ``workloads.jsonl``); imports
+matplotlib/seaborn only inside the figure functions.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from kbstudy.profiling.addressable import DEFAULT_RULE, PAPER, category_shares, paper_comparison, summarize
+from kbstudy.profiling.classify import CATEGORIES, CATEGORY_LABELS
+from kbstudy.records import iter_jsonl
+
+ROLE_ORDER = {"seven": 0, "extra": 1, "sweep": 2}
+
+
+def load_profile_records(folder: str | os.PathLike) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(kernels, workloads)`` DataFrames from a gpu_run output folder.
+
+    Raises ``FileNotFoundError`` if ``workloads.jsonl`` is missing. Workloads keep every status (ok/error/skipped);
+    kernels only exist for ``ok`` ones.
+    """
+    folder = Path(folder)
+    if not (folder / "workloads.jsonl").exists():
+        raise FileNotFoundError(f"{folder / 'workloads.jsonl'} not found (run kbstudy.profiling.gpu_run first)")
+    workloads = pd.DataFrame(list(iter_jsonl(folder / "workloads.jsonl")))
+    kernels = pd.DataFrame(list(iter_jsonl(folder / "kernels.jsonl")))
+    # a rerun appended to the same folder: the last row of a workload wins
+    workloads = workloads.drop_duplicates("workload_key", keep="last").reset_index(drop=True)
+    if len(kernels):
+        kernels = kernels.drop_duplicates(["workload_key", "name"], keep="last").reset_index(drop=True)
+    return kernels, workloads
+
+
+def workload_table(kernels: pd.DataFrame, workloads: pd.DataFrame, rule=DEFAULT_RULE) -> pd.DataFrame:
+    """Per workload (ok ones, in report order): domain, mode, role, model, params, step time (ms), addressable
+    fraction under ``rule``, GEMM+attention share, vendor share, "other" share, Amdahl bound, projected speedups."""
+    ok = workloads[workloads["status"] == "ok"].copy()
+    ok["_order"] = ok["role"].map(ROLE_ORDER)
+    ok = ok.sort_values(["_order"], kind="stable")
+    summary = summarize(kernels[kernels["workload_key"].isin(ok["workload_key"])], ok, rule=rule)
+    cols = ["workload_key", "domain", "mode", "role", "model", "params", "precision"]
+    table = ok[[c for c in cols if c in ok]].set_index("workload_key").join(summary)
+    return table
+
+
+def breakdown_table(kernels: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Category shares (0..1), one row per workload key in ``keys`` order, one column per category (display order)."""
+    shares = category_shares(kernels[kernels["workload_key"].isin(keys)])
+    return shares.reindex(keys)[list(CATEGORIES)]
+
+
+def top_kernels(kernels: pd.DataFrame, key: str, n: int = 10) -> pd.DataFrame:
+    """The ``n`` largest kernels (or operators) of one workload: name (shortened to 80 chars), category, share."""
+    k = kernels[kernels["workload_key"] == key].sort_values("time_us_per_step", ascending=False)
+    total = k["time_us_per_step"].sum()
+    out = k.head(n)[["name", "category", "time_us_per_step", "calls_per_step"]].copy()
+    out["share"] = out["time_us_per_step"] / total
+    out["name"] = out["name"].str.slice(0, 80)
+    return out.reset_index(drop=True)
+
+
+def sweep_table(table: pd.DataFrame, workloads: pd.DataFrame) -> pd.DataFrame:
+    """Transformer size sweep: workload, size, params and shares, sorted by workload then parameter count."""
+    sizes = workloads.set_index("workload_key")[["workload", "size"]]
+    t = table.join(sizes)
+    swept = t.groupby("workload")["size"].transform("nunique") >= 3
+    t = t[swept & (t["domain"] == "transformer")]
+    return t[["workload", "size", "params", "addressable_fraction", "gemm_attention_share", "amdahl_bound"]] \
+        .sort_values(["workload", "params"])
+
+
+def plot_breakdown(breakdown: pd.DataFrame, title: str):
+    """Horizontal stacked bars of category shares per workload; returns the matplotlib figure."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    colors = dict(zip(CATEGORIES, sns.color_palette("tab20", len(CATEGORIES))))
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(breakdown) + 1.6))
+    left = pd.Series(0.0, index=breakdown.index)
+    for cat in CATEGORIES:
+        vals = breakdown[cat]
+        if (vals > 0).any():
+            ax.barh(breakdown.index, vals, left=left, color=colors[cat], label=CATEGORY_LABELS[cat])
+            left += vals
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("share of time")
+    ax.set_title(title)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=3, frameon=False, fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_addressable_vs_paper(table: pd.DataFrame, title: str):
+    """Bars of our addressable fraction per workload, with the paper's range (8.9%-58.2%) shaded and labelled."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 0.4 * len(table) + 1.4))
+    ax.axvspan(PAPER["addressable_min"], PAPER["addressable_max"], color="0.85", zorder=0,
+               label=f"paper range {PAPER['addressable_min']:.1%}-{PAPER['addressable_max']:.1%}")
+    ax.barh(table.index, table["addressable_fraction"], color="C0", label="ours")
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1)
+    ax.set_xlabel("addressable fraction f")
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+def plot_sweep(sweep: pd.DataFrame, title: str):
+    """Addressable fraction and GEMM+attention share against parameter count (log x), one line per workload."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for i, (name, g) in enumerate(sweep.groupby("workload")):
+        ax.plot(g["params"], g["addressable_fraction"], "o-", color=f"C{i}", label=f"{name}: addressable f")
+        ax.plot(g["params"], g["gemm_attention_share"], "s--", color=f"C{i}", label=f"{name}: GEMM+attention")
+    ax.axhspan(PAPER["transformer_gemm_attention_min"], PAPER["transformer_gemm_attention_max"], color="0.85",
+               zorder=0, label="paper: GEMM+attention 80-86%")
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1)
+    ax.set_xlabel("parameters")
+    ax.set_ylabel("share of time")
+    ax.set_title(title)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    return fig
+
+
+__all__ = ["load_profile_records", "workload_table", "breakdown_table", "top_kernels", "sweep_table",
+           "plot_breakdown", "plot_addressable_vs_paper", "plot_sweep", "paper_comparison"]
