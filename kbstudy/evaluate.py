@@ -487,6 +487,9 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
         build_cuda_candidates(pending, cfg, device)
     seeds = _trial_seeds(cfg)
     pool = ChildPool(spare=cfg.spare_process)
+    # children live in process groups of their own, so a signal to this process alone would orphan them: turn
+    # SIGTERM (timeout, batch schedulers) into an exception that reaches the cleanup below
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt) if _in_main_thread() else None
     bar = None
     if cfg.progress and pending:
         from tqdm.auto import tqdm
@@ -537,8 +540,20 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
         pool.shutdown()
         if bar is not None:
             bar.close()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def _raise_interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _in_main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
 
 
 def _tick(bar, cand: Candidate) -> None:

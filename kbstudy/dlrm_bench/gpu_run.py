@@ -18,7 +18,7 @@ one problem is recorded (``outcome`` = ``runtime_error``/``out_of_memory``/``ref
 
 Timing (GPU): CUDA events around each call; before each call an L2 flush (writing a buffer of 2x the L2 size); 3
 warm-up calls; then up to ``--reps`` calls or ``--time-per-variant-s`` seconds, at least 5; median, quartiles, mean,
-std, min, max in ms. CPU: ``time.perf_counter``, fewer calls (labelled ``cpu_perf_counter``; Triton kernels run in the
+std, min, max in ms. CPU: ``time.perf_counter``, 1 warm-up and at most 2 timed calls (labelled ``cpu_perf_counter``; Triton kernels run in the
 interpreter, so CPU times of ours say nothing about kernel speed).
 
 Check (self-contained, before the core harness's verdict): the reference ``Model`` converted to float64
@@ -306,7 +306,7 @@ def parse_args(argv=None):
     ap.add_argument("--device", default=None, help="cuda (default when available) or cpu")
     ap.add_argument("--size-scale", type=float, default=None, help="problem size scale (default 1 on cuda, 1/16 on cpu)")
     ap.add_argument("--problems", default=None, help="comma-separated problem ids (default all twelve)")
-    ap.add_argument("--reps", type=int, default=None, help="timed calls per variant at most (default 100 GPU, 3 CPU)")
+    ap.add_argument("--reps", type=int, default=None, help="timed calls per variant at most (default 100 GPU, 2 CPU)")
     ap.add_argument("--time-per-variant-s", type=float, default=None, help="stop timing a variant after this (s)")
     ap.add_argument("--budget-s", type=float, default=330.0, help="no new torch.compile after this many s from start")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (default on CPU)")
@@ -333,7 +333,7 @@ def main(argv=None) -> int:
     is_cuda = device.type == "cuda"
     if args.size_scale is None:
         args.size_scale = 1.0 if is_cuda else 0.0625
-    args.reps = args.reps or (100 if is_cuda else 3)
+    args.reps = args.reps or (100 if is_cuda else 2)
     args.time_per_variant_s = args.time_per_variant_s or (1.0 if is_cuda else 5.0)
     do_compile = (is_cuda and not args.no_compile) or args.force_compile
     out = Path(args.out)
@@ -362,7 +362,8 @@ def main(argv=None) -> int:
         + ", ".join(f"{k} {v / 1e12:.1f} TFLOP/s" for k, v in machine.matmul_flops_per_s.items())
         + f", L2 {machine.l2_bytes / 2**20:.0f} MiB")
     store = RecordStore(out)
-    timer = Timer(device, machine.l2_bytes, args.reps, args.time_per_variant_s)
+    timer = Timer(device, machine.l2_bytes, args.reps, args.time_per_variant_s, min_reps=5 if is_cuda else 1,
+                  warmup=3 if is_cuda else 1)
     if is_cuda:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False

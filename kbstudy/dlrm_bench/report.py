@@ -1,0 +1,85 @@
+"""Tables for notebook 4: per problem eager, ``torch.compile``, ours and the floor, read from run records.
+
+Definitions (speedup = ratio of median times, > 1 means ours is faster):
+
+* a *win* is a problem whose kernel passed the check and is faster than eager PyTorch (``speedup_vs_eager > 1``);
+* *win rate* = wins / problems with a record (failures count as non-wins);
+* *median speedup* is reported over all checked-correct kernels and over the wins alone, since the paper's 1.552x does
+  not say which of the two it is.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pandas as pd
+
+from kbstudy.dlrm_bench import PAPER_MEDIAN_SPEEDUP, PAPER_WIN_RATE
+from kbstudy.records import RecordStore
+
+#: The memory-bound target of issue 6: ours within this factor of the floor.
+FLOOR_TARGET = 1.25
+
+
+def load_run(folder: str | Path) -> tuple[pd.DataFrame, dict]:
+    """One row per problem (columns below) and the machine dict from ``machine.json``.
+
+    Columns: problem_id, problem, bound, eager_ms, compile_ms, ours_ms, floor_ms, ours_q1_ms, ours_q3_ms,
+    speedup_vs_eager, speedup_vs_compile, ours_over_floor, eager_over_floor, check_passed, rel_l2_error, outcome, error.
+    Raises ``FileNotFoundError`` if the folder has no ``evaluations.jsonl``.
+    """
+    folder = Path(folder)
+    store = RecordStore(folder)
+    if not store.evaluations_path.exists():
+        raise FileNotFoundError(f"{folder}: no evaluations.jsonl")
+    machine = json.loads((folder / "machine.json").read_text()) if (folder / "machine.json").exists() else {}
+    ev = store.evaluations_frame()
+    rows = []
+    for _, r in ev.sort_values("problem_id").iterrows():
+        meta = r["metadata"] or {}
+        floor = meta.get("floor_ms")
+        ours, eager, comp = r["candidate_ms_median"], r["eager_ms_median"], r["compile_ms_median"]
+        rows.append({
+            "problem_id": int(r["problem_id"]), "problem": r["problem_name"].removesuffix(".py").split("_", 1)[1],
+            "bound": meta.get("bound"), "eager_ms": eager, "compile_ms": comp, "ours_ms": ours, "floor_ms": floor,
+            "ours_q1_ms": r["candidate_ms_q1"], "ours_q3_ms": r["candidate_ms_q3"],
+            "speedup_vs_eager": r["speedup_vs_eager"], "speedup_vs_compile": r["speedup_vs_compile"],
+            "ours_over_floor": ours / floor if ours and floor else None,
+            "eager_over_floor": eager / floor if eager and floor else None,
+            "check_passed": meta.get("check_passed"), "rel_l2_error": r["rel_l2_error"], "outcome": r["outcome"],
+            "error": r["error_message"],
+        })
+    return pd.DataFrame(rows), machine
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Win rate and median speedups of ours beside the paper's (41.7 %, 1.552x), plus the floor target's tally."""
+    ok = table[(table["check_passed"] == True) & table["speedup_vs_eager"].notna()]  # noqa: E712
+    wins = ok[ok["speedup_vs_eager"] > 1]
+    mem = table[table["bound"] == "memory"]
+    within = mem[mem["ours_over_floor"].notna() & (mem["ours_over_floor"] <= FLOOR_TARGET)]
+    rows = [
+        ("problems", len(table), 12),
+        ("correct (self-check)", len(ok), None),
+        ("wins over eager", len(wins), None),
+        ("win rate over eager", len(wins) / len(table) if len(table) else None, PAPER_WIN_RATE),
+        ("median speedup vs eager, correct kernels", statistics.median(ok["speedup_vs_eager"]) if len(ok) else None,
+         PAPER_MEDIAN_SPEEDUP),
+        ("median speedup vs eager, wins only", statistics.median(wins["speedup_vs_eager"]) if len(wins) else None,
+         PAPER_MEDIAN_SPEEDUP),
+        ("wins over torch.compile", int((ok["speedup_vs_compile"] > 1).sum()), None),
+        ("memory-bound problems", len(mem), None),
+        (f"memory-bound within {FLOOR_TARGET}x of floor", len(within), None),
+    ]
+    return pd.DataFrame(rows, columns=["quantity", "ours", "paper"])
+
+
+def long_times(table: pd.DataFrame) -> pd.DataFrame:
+    """The four times per problem in long form (problem, variant, ms) for a grouped bar chart."""
+    cols = {"eager_ms": "eager", "compile_ms": "torch.compile", "ours_ms": "ours (Triton)", "floor_ms": "floor"}
+    out = table.melt(id_vars=["problem_id", "problem"], value_vars=list(cols), var_name="variant", value_name="ms")
+    out["variant"] = out["variant"].map(cols)
+    out["label"] = out["problem_id"].astype(str) + " " + out["problem"]
+    return out.dropna(subset=["ms"])
