@@ -3,7 +3,6 @@ are mounted from their modules when those import (each imports only what it need
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import List, Optional
 
@@ -137,21 +136,21 @@ def summary_command(records: Path = typer.Argument(..., help="records folder")) 
 
 
 def _mount_optional() -> None:
-    """Mount sub-commands whose modules exist (each is optional for the GPU image)."""
-    import importlib
+    """Mount the sub-commands of the other stages. Each module imports its heavy dependencies (papermill, openai) only
+    when its command runs, so the GPU image, which lacks them, still gets ``eval``."""
+    from kbstudy import study
+    from kbstudy.generate.cli import generate_command, replay_command
+    from kbstudy.profiling.cli import app as profile_app
 
-    for module_name, attr, name in (("kbstudy.study", "app", "study"), ("kbstudy.profiling.cli", "app", "profile"),
-                                    ("kbstudy.generate.cli", "app", "generate"),
-                                    ("kbstudy.dlrm_bench.cli", "app", "dlrm")):
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError as exc:
-            if os.environ.get("KBSTUDY_DEBUG"):
-                typer.echo(f"({name} unavailable: {exc})", err=True)
-            continue
-        sub = getattr(module, attr, None)
-        if sub is not None:
-            app.add_typer(sub, name=name)
+    study.register(app)
+    app.command("generate")(generate_command)
+    app.command("replay")(replay_command)
+    app.add_typer(profile_app, name="profile")
+    try:
+        from kbstudy.dlrm_bench.cli import app as dlrm_app
+    except ImportError:
+        return
+    app.add_typer(dlrm_app, name="dlrm")
 
 
 _mount_optional()

@@ -363,42 +363,50 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
             "precision": cfg.precision, "seed": cfg.seed}})
         reply = child.recv(cfg.load_timeout_s)
         if "failure" in reply:
-            return {**fields, "outcome": reply["failure"], "error_message": reply["error"]}
+            return _finish(fields, {"outcome": reply["failure"], "error_message": reply["error"]})
         fields["compiled"] = True
         stage = "construct"
         init = ref.request({"op": "init_inputs"}, cfg.run_timeout_s)
         child.send({"op": "construct", "init_inputs": init["init_inputs"]})
         reply = child.recv(cfg.run_timeout_s)
         if "failure" in reply:
-            return {**fields, "outcome": reply["failure"], "error_message": reply["error"]}
+            return _finish(fields, {"outcome": reply["failure"], "error_message": reply["error"]})
         stage = "run"
         kb_trials: list[KernelBenchTrial] = []
         kbs_trials: list[KbstudyTrial] = []
+        clock = _StageClock()
         for t, seed in enumerate(seeds):
-            inputs = _reference_inputs(ref, t, cfg)
+            with clock("inputs"):
+                inputs = _reference_inputs(ref, t, cfg)
             sentinel = FLOAT_SENTINEL if (device.startswith("cuda") and t % 2 == 1) else "nan"
-            child.send({"op": "run", "trial": t, "seed": seed, "sentinel": sentinel,
-                        "output_bytes": ref.info.get("output_bytes", 0)})
-            child.send_bytes(inputs)
-            del inputs
-            failure, outputs = unpack(child.recv_bytes(cfg.run_timeout_s))
+            with clock("run"):
+                child.send({"op": "run", "trial": t, "seed": seed, "sentinel": sentinel,
+                            "output_bytes": ref.info.get("output_bytes", 0)})
+                child.send_bytes(inputs)
+                del inputs
+                failure, outputs = unpack(child.recv_bytes(cfg.run_timeout_s))
             if failure is not None:
-                return {**fields, "outcome": failure["failure"], "error_message": failure["error"]}
-            ref.child.send({"op": "verify", "trial": t, "sentinel": sentinel})
-            ref.child.send_bytes(outputs)
-            del outputs
-            verdict = ref.child.recv(cfg.run_timeout_s)
-            child.send({"op": "release"})
+                return _finish(fields, {"outcome": failure["failure"], "error_message": failure["error"]})
+            with clock("verify"):
+                ref.child.send({"op": "verify", "trial": t, "sentinel": sentinel})
+                ref.child.send_bytes(outputs)
+                del outputs
+                verdict = ref.child.recv(cfg.run_timeout_s)
+                child.send({"op": "release"})
             if "error" in verdict:
-                return {**fields, "outcome": "runtime_error",
-                        "error_message": "the candidate's outputs could not be judged: " + verdict["error"]}
+                return _finish(fields, {"outcome": "runtime_error", "error_message":
+                                        "the candidate's outputs could not be judged: " + verdict["error"]})
             kb_trials.append(verdict["kernelbench"])
             kbs_trials.append(verdict["kbstudy"])
         combined = combine(kb_trials, kbs_trials, cfg.precision)
         verdict_meta = combined.pop("metadata_verdict")
         fields.update(combined)
         fields["outcome"] = "evaluated"
+        failure = fields.get("kbstudy_failure")
+        fields["shape_ok"] = failure not in ("shape", "output_count", "not_a_dense_tensor")
+        fields["dtype_ok"] = fields["shape_ok"] and failure != "dtype"
         fields["metadata"] = {k: v for k, v in verdict_meta.items() if v}
+        fields["metadata"]["stage_seconds"] = clock.totals
         if cfg.time_candidates and (fields["kernelbench_correct"] or fields["kbstudy_correct"]):
             stage = "time"
             inputs = _reference_inputs(ref, "timing", cfg)
@@ -414,18 +422,45 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
                 fields["timing_samples"] = reply["samples"]
         return fields
     except ReferenceFailure as exc:
-        return {**fields, "outcome": "reference_error", "error_message": f"{stage}: reference: {exc}"}
+        return _finish(fields, {"outcome": "reference_error", "error_message": f"{stage}: reference: {exc}"})
     except ChildTimeout as exc:
         if not ref.child.process.is_alive():
-            return {**fields, "outcome": "reference_error", "error_message": f"{stage}: reference process died"}
-        return {**fields, "outcome": "timeout", "error_message": f"{stage}: {exc}"}
+            return _finish(fields, {"outcome": "reference_error", "error_message": f"{stage}: reference process died"})
+        return _finish(fields, {"outcome": "timeout", "error_message": f"{stage}: {exc}"})
     except ChildDied as exc:
         if not child.process.is_alive() and ref.child.process.is_alive():
-            return {**fields, "outcome": "crashed", "error_message": f"{stage}: {exc}"}
-        return {**fields, "outcome": "reference_error", "error_message": f"{stage}: reference process: {exc}"}
+            return _finish(fields, {"outcome": "crashed", "error_message": f"{stage}: {exc}"})
+        return _finish(fields, {"outcome": "reference_error", "error_message": f"{stage}: reference process: {exc}"})
     finally:
         fields["worker_wall_s"] = time.perf_counter() - started
         child.close(grace_s=5)
+
+
+def _finish(fields: dict, result: dict) -> dict:
+    """``fields`` updated with a failure's outcome and message, the same dict (so the wall time that
+    :func:`_run_candidate` stores in ``fields`` in its ``finally`` reaches the record on every path)."""
+    fields.update(result)
+    return fields
+
+
+class _StageClock:
+    """Wall time (s) spent per stage of a candidate's evaluation, summed over trials (harness-overhead accounting)."""
+
+    def __init__(self):
+        self.totals: dict[str, float] = {}
+
+    def __call__(self, stage: str):
+        import contextlib
+
+        @contextlib.contextmanager
+        def timed():
+            t0 = time.perf_counter()
+            try:
+                yield
+            finally:
+                self.totals[stage] = round(self.totals.get(stage, 0.0) + time.perf_counter() - t0, 4)
+
+        return timed()
 
 
 class ReferenceFailure(RuntimeError):

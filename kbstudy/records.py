@@ -45,9 +45,14 @@ OUTCOMES = (
 
 
 def _finite_or_none(value: Any) -> Any:
-    """JSON has no NaN/Infinity: map non-finite floats to ``None`` so every line stays valid JSON."""
+    """JSON has no NaN/Infinity: map non-finite floats to ``None`` so every line stays valid JSON (also inside
+    ``metadata`` and other nested dicts and lists)."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_none(v) for v in value]
     return value
 
 
@@ -219,9 +224,13 @@ def append_jsonl(path: str | os.PathLike, line: str | dict) -> None:
         raise ValueError("a record must serialise to a single line")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, (text + "\n").encode())
+        data = (text + "\n").encode()
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            data = b"\n" + data  # the last line was torn by a killed writer: start this record on a line of its own
+        os.write(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

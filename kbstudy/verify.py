@@ -163,18 +163,23 @@ def kbstudy_trial(reference: Sequence, reference64: Sequence, candidate: Sequenc
                 continue
             o64 = o.to(torch.float64)
             r64 = r.to(torch.float64)
-            finite = torch.isfinite(r64)
-            # non-finite reference elements must be matched exactly (same inf sign, or NaN for NaN)
-            nf = ~finite
-            if bool(nf.any()):
+            if bool(torch.isfinite(r64).all()):
+                bad = ~torch.isfinite(o64)
+                nonfinite_mismatch += int(bad.sum())
+                diff = torch.where(bad, 0.0, o64 - r64)
+                ref_part = r64
+            else:
+                # non-finite reference elements must be matched exactly (same inf sign, or NaN for NaN)
+                finite = torch.isfinite(r64)
+                nf = ~finite
                 same = (o64[nf] == r64[nf]) | (torch.isnan(o64[nf]) & torch.isnan(r64[nf]))
                 nonfinite_mismatch += int((~same).sum())
-            of, rf = o64[finite], r64[finite]
-            bad = ~torch.isfinite(of)
-            nonfinite_mismatch += int(bad.sum())
-            diff = torch.where(bad, torch.zeros_like(of), of - rf)
-            err_sq += float((diff * diff).sum())
-            ref_sq += float((rf * rf).sum())
+                of, ref_part = o64[finite], r64[finite]
+                bad = ~torch.isfinite(of)
+                nonfinite_mismatch += int(bad.sum())
+                diff = torch.where(bad, 0.0, of - ref_part)
+            err_sq += float(torch.linalg.vector_norm(diff) ** 2)
+            ref_sq += float(torch.linalg.vector_norm(ref_part) ** 2)
         coverage = 1.0 - unwritten / n if n else 1.0
         min_cov = min(min_cov, coverage)
         if coverage < COVERAGE_THRESHOLD:

@@ -1,8 +1,8 @@
 """kbstudy-triton candidate for DLRM-Bench problem 6 (int8 row-wise quantized EmbeddingBag, dequantize + sum).
 
-One program per bag: a [BLOCK_L, BLOCK_D] tile of uint8 codes is gathered straight from the quantized rows, the
-rows' fp32 scale and bias are read through a float32 view of the same buffer, and dequantization and pooling happen
-in registers. The eager path's [batch, bag, dim + 8] gather and its fp32 intermediates never exist.
+One program per bag: the quantized rows are read as 32-bit words (4 codes each; a [BLOCK_L, D/4] tile per step),
+the rows' fp32 scale and bias are read from the same words through a float32 pointer, and the four byte lanes are
+dequantized and pooled in registers, then stored interleaved. The eager path's [batch, bag, dim + 8] gather and its fp32 intermediates never exist.
 """
 import torch
 import torch.nn as nn
@@ -11,22 +11,35 @@ import triton.language as tl
 
 
 @triton.jit
-def _int8_bag_kernel(idx_ptr, q_ptr, qf_ptr, out_ptr, L, D, ROW_BYTES, ROW_WORDS,
-                     BLOCK_L: tl.constexpr, BLOCK_D: tl.constexpr):
+def _int8_bag_kernel(idx_ptr, qw_ptr, out_ptr, L, D, ROW_WORDS, BLOCK_L: tl.constexpr, BLOCK_W: tl.constexpr):
+    """qw_ptr: the quantized table as 32-bit words, [N, ROW_WORDS]; word w of a row holds codes 4w .. 4w+3."""
     b = tl.program_id(0).to(tl.int64)
-    d = tl.arange(0, BLOCK_D)
-    dmask = d < D
-    acc = tl.zeros([BLOCK_L, BLOCK_D], dtype=tl.float32)
+    w = tl.arange(0, BLOCK_W)
+    n_words = D // 4
+    wmask = w < n_words
+    acc0 = tl.zeros([BLOCK_W], dtype=tl.float32)
+    acc1 = tl.zeros([BLOCK_W], dtype=tl.float32)
+    acc2 = tl.zeros([BLOCK_W], dtype=tl.float32)
+    acc3 = tl.zeros([BLOCK_W], dtype=tl.float32)
     for l0 in range(0, L, BLOCK_L):
         l = l0 + tl.arange(0, BLOCK_L)
         lmask = l < L
         rows = tl.load(idx_ptr + b * L + l, mask=lmask, other=0)
-        scale = tl.load(qf_ptr + rows * ROW_WORDS + D // 4, mask=lmask, other=0.0)
-        bias = tl.load(qf_ptr + rows * ROW_WORDS + D // 4 + 1, mask=lmask, other=0.0)
-        codes = tl.load(q_ptr + rows[:, None] * ROW_BYTES + d[None, :], mask=lmask[:, None] & dmask[None, :], other=0)
-        vals = codes.to(tl.float32) * scale[:, None] + bias[:, None]
-        acc += tl.where(lmask[:, None] & dmask[None, :], vals, 0.0)
-    tl.store(out_ptr + b * D + d, tl.sum(acc, axis=0), mask=dmask)
+        base = rows * ROW_WORDS
+        scale = tl.load((qw_ptr + base + n_words).to(tl.pointer_type(tl.float32)), mask=lmask, other=0.0)
+        bias = tl.load((qw_ptr + base + n_words + 1).to(tl.pointer_type(tl.float32)), mask=lmask, other=0.0)
+        words = tl.load(qw_ptr + base[:, None] + w[None, :], mask=lmask[:, None] & wmask[None, :], other=0)
+        s = scale[:, None]
+        bb = bias[:, None]
+        acc0 += tl.sum((words & 0xFF).to(tl.float32) * s + bb, axis=0)
+        acc1 += tl.sum(((words >> 8) & 0xFF).to(tl.float32) * s + bb, axis=0)
+        acc2 += tl.sum(((words >> 16) & 0xFF).to(tl.float32) * s + bb, axis=0)
+        acc3 += tl.sum(((words >> 24) & 0xFF).to(tl.float32) * s + bb, axis=0)
+    o = out_ptr + b * D + 4 * w
+    tl.store(o, acc0, mask=wmask)
+    tl.store(o + 1, acc1, mask=wmask)
+    tl.store(o + 2, acc2, mask=wmask)
+    tl.store(o + 3, acc3, mask=wmask)
 
 
 class ModelNew(nn.Module):
@@ -48,12 +61,11 @@ class ModelNew(nn.Module):
         if d % 4:
             raise ValueError(f"embedding_dim must be a multiple of 4 (fp32 scale/bias alignment), got {d}")
         q = self.qweight
-        row_bytes = q.shape[1]
-        qf = q.view(torch.float32)  # [N, row_bytes / 4]: the same bytes read as fp32 words
+        words = q.view(torch.int32)  # [N, (D + 8) / 4]: codes 4 per word (little-endian), then scale, bias
         indices = indices.contiguous()
         batch, bag = indices.shape
         out = torch.empty(batch, d, device=q.device, dtype=torch.float32)
-        _int8_bag_kernel[(batch,)](indices, q, qf, out, bag, d, row_bytes, row_bytes // 4,
-                                   BLOCK_L=min(32, triton.next_power_of_2(bag)), BLOCK_D=triton.next_power_of_2(d),
-                                   num_warps=4)
+        _int8_bag_kernel[(batch,)](indices, words, out, bag, d, words.shape[1],
+                                   BLOCK_L=min(32, triton.next_power_of_2(bag)),
+                                   BLOCK_W=max(16, triton.next_power_of_2(d // 4)), num_warps=4)
         return out

@@ -1,0 +1,38 @@
+# kbstudy: one command per step. See docs/notebooks.md.
+PYTHON ?= python3
+STUDY ?= params/study/cpu_default.yaml
+# the executed notebooks that nbval re-runs (the committed, "golden" renderings)
+REPORTS ?= $(sort $(wildcard outputs/reports/*/*.ipynb))
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+
+# torch is installed first and pinned: on these CPU machines torch==2.13.0 resolves to the CPU wheel on disk, while a
+# bare `torch` (or a newer release) pulls a several-GB CUDA build. Elsewhere, point TORCH_SPEC/TORCH_INDEX at a CPU
+# build, e.g. make install TORCH_INDEX=--index-url=https://download.pytorch.org/whl/cpu
+TORCH_SPEC ?= torch==2.13.0
+TORCH_INDEX ?=
+
+.PHONY: install study render golden test pytest nbval
+
+install:
+	$(PYTHON) -m pip install $(TORCH_INDEX) "$(TORCH_SPEC)"
+	$(PYTHON) -m pip install -e ".[test]"
+
+# the whole study: missing evaluations, then every notebook (outputs/records/, outputs/reports/)
+study:
+	$(PYTHON) -m kbstudy.study $(STUDY)
+
+# re-render the reports from the records already present (no evaluation)
+render golden:
+	$(PYTHON) -m kbstudy.study $(STUDY) --only-notebooks
+
+# the whole test suite: unit/integration tests, then nbval on the committed rendered notebooks
+test: pytest nbval
+
+pytest:
+	$(PYTHON) -m pytest -q tests
+
+# strict output comparison of the rendered notebooks (numbers printed as rounded text; images not compared)
+nbval:
+	@test -n "$(REPORTS)" || { echo "no rendered notebooks under outputs/reports/: run 'make study' or 'make render'"; exit 1; }
+	$(PYTHON) -m pytest -q -p no:cacheprovider --nbval --nbval-current-env \
+		--nbval-sanitize-with tests/nbval_sanitize.cfg $(REPORTS)

@@ -1,0 +1,50 @@
+"""Helpers shared by the core tests (imported relatively: ``from .helpers import cpu_config``)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+LEVELS_FILE = "kernelbench_levels_1-3.jsonl"
+V0_FILE = "kernelbench_v0_problems.jsonl"
+LEADERBOARD_FILE = "leaderboard_kernels.jsonl"
+
+#: A small timing budget: enough to exercise the timing path, cheap on a CPU.
+FAST_TIMING = {"warmup_ms": 1, "budget_ms": 20, "min_reps": 3, "max_reps": 5}
+
+
+def kernelbench_path() -> Path:
+    """``$KBSTUDY_KERNELBENCH_DIR``, default ``<repo>/../shared/kernelbench``."""
+    return Path(os.environ.get("KBSTUDY_KERNELBENCH_DIR", REPO.parent / "shared" / "kernelbench"))
+
+
+def cpu_config(**overrides):
+    """An ``EvalConfig`` for fast CPU batches (no torch.compile baseline, small timing budget, short timeouts)."""
+    from kbstudy.evaluate import EvalConfig
+
+    settings = dict(run="core-test", device="cpu", size_scale=0.0625, compile_baseline=False, progress=False,
+                    timing=dict(FAST_TIMING), run_timeout_s=20, load_timeout_s=60)
+    settings.update(overrides)
+    return EvalConfig(**settings)
+
+
+def records_by_config(store) -> dict[str, dict]:
+    """Evaluation rows of a store keyed by model configuration (each test candidate has its own configuration)."""
+    rows = store.evaluations()
+    by_config = {r["model_config"]: r for r in rows}
+    assert len(by_config) == len(rows), "two records share a model configuration"
+    return by_config
+
+
+def torch_candidate(body: str, *, level: int = 1, problem_id: int, name: str, prelude: str = ""):
+    """A hand-written torch candidate whose ``forward(self, x)`` is ``body`` (indented here), model configuration
+    ``name``. The name is written into the source, so two candidates never share a source (nor an evaluation key)."""
+    import textwrap
+
+    from kbstudy.candidates import make_candidate
+
+    source = (f"# kbstudy test candidate: {name}\nimport torch\nimport torch.nn as nn\n" + textwrap.dedent(prelude) + "\n\nclass ModelNew(nn.Module):\n"
+              "    def __init__(self):\n        super().__init__()\n\n    def forward(self, x):\n"
+              + textwrap.indent(textwrap.dedent(body).strip("\n"), " " * 8) + "\n")
+    return make_candidate(source, level=level, problem_id=problem_id, model_config=name, backend="torch")

@@ -1,0 +1,120 @@
+"""Timing statistics against hand computations, and the CPU timing loop."""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+
+import pytest
+
+from kbstudy.timing import TimingStats, median_ci_indices, summarize, time_callable
+
+
+def _binomial_ci_indices(n: int) -> tuple[int, int]:
+    """Independent computation: the largest k with P(Binom(n, 1/2) < k) <= 2.5%; interval [x_(k), x_(n+1-k)]
+    (1-based order statistics), returned 0-based."""
+    k = 0
+    while sum(math.comb(n, j) for j in range(k + 1)) / 2**n <= 0.025:
+        k += 1
+    return (k - 1, n - k) if k else (0, n - 1)
+
+
+def test_median_ci_indices_by_hand():
+    # n = 10: P(X <= 1) = 11/1024 = 0.0107 <= 0.025 < P(X <= 2) = 56/1024, so [x_(2), x_(9)]
+    assert median_ci_indices(10) == (1, 8)
+    # n = 100: the textbook interval [x_(40), x_(61)]
+    assert median_ci_indices(100) == (39, 60)
+    for n in (6, 7, 8, 9, 17, 20, 33, 50, 99, 250):
+        assert median_ci_indices(n) == _binomial_ci_indices(n), n
+    # below 6 samples no interval reaches 95%: the whole range
+    for n in range(1, 6):
+        assert median_ci_indices(n) == (0, n - 1)
+    assert median_ci_indices(6) == (0, 5)
+    with pytest.raises(ValueError):
+        median_ci_indices(0)
+
+
+def test_median_ci_coverage_at_least_95_percent():
+    for n in (10, 30, 100):
+        lo, hi = median_ci_indices(n)
+        # coverage of [x_(lo+1), x_(hi+1)] = P(lo + 1 <= X <= hi) for X ~ Binom(n, 1/2)
+        coverage = sum(math.comb(n, j) for j in range(lo + 1, hi + 1)) / 2**n
+        assert coverage >= 0.95
+        # and it is the tightest such symmetric interval
+        tighter = sum(math.comb(n, j) for j in range(lo + 2, hi)) / 2**n
+        assert tighter < 0.95
+
+
+def test_summarize_ten_samples():
+    samples = [float(x) for x in range(1, 11)]
+    random.Random(0).shuffle(samples)
+    stats = summarize(samples)
+    assert stats.n == 10
+    assert stats.median == 5.5
+    # inclusive quartiles: position (n - 1) p = 2.25 and 6.75 in the sorted samples
+    assert stats.q1 == pytest.approx(3.25) and stats.q3 == pytest.approx(7.75)
+    assert stats.iqr == pytest.approx(4.5)
+    assert stats.mean == 5.5
+    assert stats.std == pytest.approx(math.sqrt(sum((x - 5.5) ** 2 for x in range(1, 11)) / 9))
+    assert (stats.min, stats.max) == (1.0, 10.0)
+    assert (stats.ci_low, stats.ci_high) == (2.0, 9.0)  # 0-based order statistics 1 and 8
+
+
+def test_summarize_hundred_samples():
+    samples = [0.5 + 0.01 * i for i in range(100)]
+    shuffled = samples[:]
+    random.Random(1).shuffle(shuffled)
+    stats = summarize(shuffled)
+    assert stats.n == 100
+    assert stats.median == pytest.approx((samples[49] + samples[50]) / 2)
+    assert (stats.ci_low, stats.ci_high) == (samples[39], samples[60])
+    assert stats.q1 == pytest.approx(samples[24] + 0.75 * (samples[25] - samples[24]))
+    assert stats.std == pytest.approx(statistics.stdev(samples))
+
+
+def test_summarize_edge_cases():
+    one = summarize([2.5])
+    assert (one.median, one.q1, one.q3, one.min, one.max, one.ci_low, one.ci_high, one.std, one.n) == \
+        (2.5, 2.5, 2.5, 2.5, 2.5, 2.5, 2.5, 0.0, 1)
+    with pytest.raises(ValueError):
+        summarize([])
+    fields = summarize([1.0, 2.0, 3.0]).as_fields("candidate")
+    assert fields["candidate_ms_median"] == 2.0 and fields["candidate_timing_trials"] == 3
+    assert set(fields) == {f"candidate_ms_{k}" for k in
+                           ("median", "q1", "q3", "mean", "std", "min", "max", "ci_low", "ci_high")} | \
+        {"candidate_timing_trials"}
+    assert isinstance(summarize([1.0, 2.0]), TimingStats)
+
+
+def test_time_callable_cpu_reps_within_bounds():
+    calls = []
+
+    def work():
+        calls.append(1)
+        time.sleep(0.001)
+
+    samples = time_callable(work, device="cpu", warmup_ms=2, min_warmup=3, budget_ms=20, min_reps=3, max_reps=7)
+    assert 3 <= len(samples) <= 7
+    assert all(s > 0 for s in samples)
+    assert all(s >= 0.9 for s in samples)  # each call sleeps 1 ms
+    assert len(calls) >= len(samples) + 3  # warm-up calls happen first
+
+
+def test_time_callable_cpu_clamps():
+    slow = time_callable(lambda: time.sleep(0.01), device="cpu", warmup_ms=0, min_warmup=1, budget_ms=5,
+                         min_reps=3, max_reps=50)
+    assert len(slow) == 3  # the budget buys < 1 call: min_reps
+    fast = time_callable(lambda: sum(range(100)), device="cpu", warmup_ms=1, min_warmup=3, budget_ms=1000, min_reps=3,
+                         max_reps=9)
+    assert len(fast) == 9  # the budget buys millions of calls: max_reps
+    assert all(s > 0 for s in fast)
+
+
+def test_time_callable_propagates_errors():
+    def boom():
+        raise RuntimeError("kbstudy test")
+
+    with pytest.raises(RuntimeError, match="kbstudy test"):
+        time_callable(boom, device="cpu", warmup_ms=1, budget_ms=5, min_reps=3, max_reps=5)

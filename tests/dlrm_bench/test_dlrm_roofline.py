@@ -1,0 +1,79 @@
+"""Roofline arithmetic: expected unique rows, compulsory bytes/FLOPs formulas, floors, machine measurement on CPU."""
+
+import math
+
+import pytest
+import torch
+
+from kbstudy.dlrm_bench import exec_source, load_dlrm_problems
+from kbstudy.dlrm_bench.roofline import Machine, Work, compulsory_work, expected_unique, floor_ms, measure_machine
+from kbstudy.dlrm_bench.gpu_run import _numeric_constants
+
+MACHINE = Machine(device="cuda", name="test", bandwidth_bytes_per_s=4.0e12,
+                  matmul_flops_per_s={"bf16": 800e12, "fp32": 50e12}, l2_bytes=60 << 20, method="fixed")
+
+
+def test_expected_unique_limits():
+    assert expected_unique(1000, 0) == 0
+    assert expected_unique(1000, 1) == pytest.approx(1.0)
+    assert expected_unique(10, 10**6) == pytest.approx(10.0)
+    # few draws from a huge table are almost all distinct; 0.2 N draws give N (1 - e^-0.2)
+    assert expected_unique(4_000_000, 819_200) == pytest.approx(4e6 * (1 - math.exp(-0.2048)), rel=1e-4)
+    with pytest.raises(ValueError):
+        expected_unique(0, 5)
+
+
+def test_expected_unique_matches_sampling():
+    torch.manual_seed(0)
+    n, draws = 5000, 4000
+    observed = sum(torch.randint(0, n, (draws,)).unique().numel() for _ in range(20)) / 20
+    assert observed == pytest.approx(expected_unique(n, draws), rel=0.02)
+
+
+def test_problem1_full_size_bytes():
+    consts = exec_source(load_dlrm_problems(problem_ids=[1])[0].source, "p1")
+    work = compulsory_work(1, _numeric_constants(consts))
+    u = expected_unique(4_000_000, 8192 * 100)
+    assert work.bytes == pytest.approx(8192 * 100 * 8 + u * 512 + 8192 * 512)
+    assert work.flops == 8192 * 100 * 128
+    ms, bound = floor_ms(work, MACHINE)
+    assert bound == "memory" and ms == pytest.approx(1e3 * work.bytes / 4.0e12)
+
+
+def test_dcn_is_compute_bound_and_dense_backward_writes_whole_table():
+    c10 = _numeric_constants(exec_source(load_dlrm_problems(problem_ids=[10])[0].source, "p10"))
+    w10 = compulsory_work(10, c10)
+    assert w10.precision == "bf16"
+    assert w10.flops == pytest.approx(3 * (4 * 8192 * 3456 * 512 + 3 * 8192 * 3456))
+    assert floor_ms(w10, MACHINE)[1] == "compute"
+    c4 = _numeric_constants(exec_source(load_dlrm_problems(problem_ids=[4])[0].source, "p4"))
+    assert compulsory_work(4, c4).bytes > 4_000_000 * 128 * 4
+    # the fused sparse Adagrad update (5) needs far less traffic than a dense gradient (4)
+    c5 = _numeric_constants(exec_source(load_dlrm_problems(problem_ids=[5])[0].source, "p5"))
+    assert compulsory_work(5, c5).bytes < 0.5 * compulsory_work(4, c4).bytes
+
+
+def test_every_problem_has_positive_work_at_small_scale():
+    for p in load_dlrm_problems(1 / 64):
+        ns = exec_source(p.source, p.name)
+        torch.manual_seed(0)
+        work = compulsory_work(p.problem_id, _numeric_constants(ns), ns["get_inputs"]())
+        assert work.bytes > 0 and work.flops >= 0, p.name
+    with pytest.raises(ValueError):
+        compulsory_work(7, {})
+    with pytest.raises(KeyError):
+        compulsory_work(13, {})
+
+
+def test_floor_takes_the_slower_side():
+    w = Work(bytes=4e9, flops=8e14, precision="bf16", formula="x")
+    ms, bound = floor_ms(w, MACHINE)
+    assert bound == "compute" and ms == pytest.approx(1e3)
+
+
+def test_measure_machine_on_cpu():
+    m = measure_machine("cpu", copy_bytes=16 << 20, matmul_n=256, reps=2)
+    assert m.device == "cpu" and m.name.startswith("CPU")
+    assert m.bandwidth_bytes_per_s > 1e8
+    assert set(m.matmul_flops_per_s) == {"bf16", "fp32"} and all(v > 0 for v in m.matmul_flops_per_s.values())
+    assert Machine.from_dict(__import__("json").loads(m.to_json())) == m
