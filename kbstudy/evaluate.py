@@ -37,10 +37,42 @@ from kbstudy.problems import Problem, scale_source
 from kbstudy.records import EvaluationRecord, RecordStore, ReferenceRecord, evaluation_key, reference_key
 from kbstudy.verify import FLOAT_SENTINEL, KERNELBENCH_TRIALS, KbstudyTrial, KernelBenchTrial, combine
 
-# Children fork from a server that has already imported torch (no CUDA initialised there), so a fresh process per
-# candidate costs milliseconds, not torch's ~2 s import; and the caller's __main__ is never re-imported.
+# Children fork from a server that has already imported torch and Inductor (no CUDA initialised there), so a fresh
+# process per candidate costs milliseconds, not the ~2 s of `import torch` plus the ~3 s of `torch._inductor` that
+# `use_deterministic_algorithms` pulls in; and the caller's __main__ is never re-imported.
 _CTX = multiprocessing.get_context("forkserver")
-_CTX.set_forkserver_preload(["torch", "kbstudy.worker", "kbstudy.reference", "kbstudy.verify", "kbstudy.timing"])
+_PRELOAD = ["torch", "torch.multiprocessing", "torch.utils.deterministic", "torch._inductor", "kbstudy.execution",
+            "kbstudy.worker", "kbstudy.reference", "kbstudy.verify", "kbstudy.timing"]
+_forkserver_device: str | None = None
+
+
+def _start_forkserver(device_type: str) -> None:
+    """Start the fork server once per process, for CPU or CUDA children.
+
+    Triton decides at import whether it interprets (``TRITON_INTERPRET=1``, the only way it runs on a CPU), and
+    Inductor imports Triton, so a CPU server is started with the variable set; the orchestrator's own environment is
+    restored right after. One process serves one device type: mixing raises ``RuntimeError``.
+    """
+    global _forkserver_device
+    if _forkserver_device == device_type:
+        return
+    if _forkserver_device is not None:
+        raise RuntimeError(f"this process already evaluates on {_forkserver_device}; start a new process for "
+                           f"{device_type} (Triton's interpreter mode is fixed per process)")
+    from multiprocessing import forkserver
+
+    saved = os.environ.get("TRITON_INTERPRET")
+    if device_type == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"
+    try:
+        _CTX.set_forkserver_preload(_PRELOAD)
+        forkserver.ensure_running()
+    finally:
+        if saved is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = saved
+    _forkserver_device = device_type
 
 
 @dataclasses.dataclass
@@ -65,7 +97,9 @@ class EvalConfig:
     inputs_on_device: bool = True  # build inputs on the GPU (seeded); False: on the CPU as KernelBench does
     reference_cache_bytes: int = 16 << 30
     progress: bool = True
-    spare_process: bool = False  # keep one idle child ahead (rarely needed: children fork from a warm server)
+    # keep one idle child ahead: on a GPU it creates its CUDA context (seconds) while the previous candidate runs;
+    # None: on for CUDA, off for CPU (where it would compete for the cores being timed)
+    spare_process: bool | None = None
 
     def settings_key(self) -> str:
         """The settings that change what a record means (part of its key): trials, seed, input placement."""
@@ -109,11 +143,11 @@ class ChildTimeout(RuntimeError):
 class Child:
     """A spawned ``kbstudy.worker.process_main`` process and its connection."""
 
-    def __init__(self):
+    def __init__(self, warm_device: str | None = None):
         from kbstudy import worker
 
         self.conn, child_conn = _CTX.Pipe()
-        self.process = _CTX.Process(target=worker.process_main, args=(child_conn,), daemon=False)
+        self.process = _CTX.Process(target=worker.process_main, args=(child_conn, warm_device), daemon=False)
         self.process.start()
         child_conn.close()
         self.started = time.perf_counter()
@@ -191,17 +225,18 @@ class Child:
 class ChildPool:
     """Hands out idle children, keeping one spare started ahead so the next candidate skips torch's import."""
 
-    def __init__(self, spare: bool = True):
+    def __init__(self, spare: bool = True, warm_device: str | None = None):
         self.spare = spare
+        self.warm_device = warm_device
         self._next: Child | None = None
         self._all: list[Child] = []
 
     def get(self) -> Child:
-        child = self._next or Child()
+        child = self._next or Child(self.warm_device)
         self._next = None
         child.wait_idle()
         if self.spare:
-            self._next = Child()
+            self._next = Child(self.warm_device)
             self._all.append(self._next)
         self._all.append(child)
         return child
@@ -355,31 +390,36 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
     """One candidate through a fresh worker. Returns record fields (outcome, verdicts, timing samples)."""
     started = time.perf_counter()
     child = pool.get()
-    fields: dict[str, Any] = {"compiled": False}
+    fields: dict[str, Any] = {"compiled": False, "metadata": {}}
+    clock = _StageClock()
+    fields["metadata"]["stage_seconds"] = clock.totals
     stage = "load"
     try:
+        clock.start("load")
         child.send({"role": "worker", "env": _child_env(candidate, cfg, device), "job": {
             "source": candidate.source, "filename": f"<candidate {candidate.candidate_id}>", "device": device,
             "precision": cfg.precision, "seed": cfg.seed}})
         reply = child.recv(cfg.load_timeout_s)
+        clock.stop()
         if "failure" in reply:
             return _finish(fields, {"outcome": reply["failure"], "error_message": reply["error"]})
         fields["compiled"] = True
         stage = "construct"
+        clock.start("construct")
         init = ref.request({"op": "init_inputs"}, cfg.run_timeout_s)
         child.send({"op": "construct", "init_inputs": init["init_inputs"]})
         reply = child.recv(cfg.run_timeout_s)
+        clock.stop()
         if "failure" in reply:
             return _finish(fields, {"outcome": reply["failure"], "error_message": reply["error"]})
         stage = "run"
         kb_trials: list[KernelBenchTrial] = []
         kbs_trials: list[KbstudyTrial] = []
-        clock = _StageClock()
         for t, seed in enumerate(seeds):
             with clock("inputs"):
                 inputs = _reference_inputs(ref, t, cfg)
             sentinel = FLOAT_SENTINEL if (device.startswith("cuda") and t % 2 == 1) else "nan"
-            with clock("run"):
+            with clock("run_first" if t == 0 else "run"):
                 child.send({"op": "run", "trial": t, "seed": seed, "sentinel": sentinel,
                             "output_bytes": ref.info.get("output_bytes", 0)})
                 child.send_bytes(inputs)
@@ -405,14 +445,15 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
         failure = fields.get("kbstudy_failure")
         fields["shape_ok"] = failure not in ("shape", "output_count", "not_a_dense_tensor")
         fields["dtype_ok"] = fields["shape_ok"] and failure != "dtype"
-        fields["metadata"] = {k: v for k, v in verdict_meta.items() if v}
-        fields["metadata"]["stage_seconds"] = clock.totals
+        fields["metadata"].update({k: v for k, v in verdict_meta.items() if v})
         if cfg.time_candidates and (fields["kernelbench_correct"] or fields["kbstudy_correct"]):
             stage = "time"
+            clock.start("time")
             inputs = _reference_inputs(ref, "timing", cfg)
             child.send({"op": "time", "timing": cfg.timing})
             child.send_bytes(inputs)
             reply = child.recv(cfg.run_timeout_s)
+            clock.stop()
             if "failure" in reply:
                 # the candidate passed its trials but failed while being timed: keep the verdicts, record why
                 fields["metadata"]["timing_failure"] = reply["error"]
@@ -432,6 +473,7 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
             return _finish(fields, {"outcome": "crashed", "error_message": f"{stage}: {exc}"})
         return _finish(fields, {"outcome": "reference_error", "error_message": f"{stage}: reference process: {exc}"})
     finally:
+        clock.stop()
         fields["worker_wall_s"] = time.perf_counter() - started
         child.close(grace_s=5)
 
@@ -448,6 +490,16 @@ class _StageClock:
 
     def __init__(self):
         self.totals: dict[str, float] = {}
+        self._open: tuple[str, float] | None = None
+
+    def start(self, stage: str) -> None:
+        self._open = (stage, time.perf_counter())
+
+    def stop(self) -> None:
+        if self._open is not None:
+            stage, t0 = self._open
+            self.totals[stage] = round(self.totals.get(stage, 0.0) + time.perf_counter() - t0, 4)
+            self._open = None
 
     def __call__(self, stage: str):
         import contextlib
@@ -495,8 +547,9 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
     device = resolve_device(cfg.device)
     if not device.startswith("cuda"):
         # OpenMP threads that spin after a parallel region steal the 2nd core from the process being timed; the
-        # forkserver (started below, on the first child) reads this when torch loads libgomp
+        # forkserver reads this when torch loads libgomp
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    _start_forkserver("cuda" if device.startswith("cuda") else "cpu")
     hardware = hardware_label(device)
     prov = provenance.collect("cpu")
     prov["hardware"] = hardware
@@ -521,7 +574,9 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
     if device.startswith("cuda"):
         build_cuda_candidates(pending, cfg, device)
     seeds = _trial_seeds(cfg)
-    pool = ChildPool(spare=cfg.spare_process)
+    on_gpu = device.startswith("cuda")
+    pool = ChildPool(spare=on_gpu if cfg.spare_process is None else cfg.spare_process,
+                     warm_device=device if on_gpu else None)
     # children live in process groups of their own, so a signal to this process alone would orphan them: turn
     # SIGTERM (timeout, batch schedulers) into an exception that reaches the cleanup below
     previous = signal.signal(signal.SIGTERM, _raise_interrupt) if _in_main_thread() else None

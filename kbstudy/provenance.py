@@ -14,7 +14,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 @functools.lru_cache(maxsize=1)
 def git_commit() -> str:
-    """The repository's HEAD commit (40 hex digits), with ``+dirty`` when the tree has changes; ``"unknown"`` outside git."""
+    """The repository's HEAD commit (40 hex digits), with ``+dirty`` when the tree has changes; ``"unknown"`` outside git.
+
+    ``KBSTUDY_GIT_COMMIT`` overrides it: the GPU machine receives a copy of the working tree without ``.git``, so the
+    batch script passes the commit in."""
+    if os.environ.get("KBSTUDY_GIT_COMMIT"):
+        return os.environ["KBSTUDY_GIT_COMMIT"]
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=10)
         if sha.returncode != 0:

@@ -34,9 +34,11 @@ def _apply_env(env: dict) -> None:
             os.environ[key] = str(value)
 
 
-def process_main(conn) -> None:
-    """Entry point of every child process: become a process-group leader, import torch, report ``idle``, then take
-    the role the first message gives (``worker``, ``build`` or ``reference``)."""
+def process_main(conn, warm_device: str | None = None) -> None:
+    """Entry point of every child process: become a process-group leader, import torch, optionally create the CUDA
+    context ahead (``warm_device``: context creation costs seconds, and a spare process can pay it while the previous
+    candidate runs), report ``idle``, then take the role the first message gives (``worker``, ``build`` or
+    ``reference``)."""
     try:
         os.setpgrp()  # the orchestrator kills the whole group (nvcc, ninja, compile workers) on a timeout
     except OSError:
@@ -44,8 +46,10 @@ def process_main(conn) -> None:
     from kbstudy import execution
 
     execution.use_shared_file_system()
-    import torch  # noqa: F401 - the expensive import happens while idle
+    import torch
 
+    if warm_device and warm_device.startswith("cuda"):
+        torch.zeros(1, device=warm_device)  # creates the context; the first real allocation is then cheap
     conn.send({"status": "idle", "pid": os.getpid()})
     message = conn.recv()
     if message.get("role") == "exit":

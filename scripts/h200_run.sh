@@ -4,6 +4,8 @@
 # records copied into $OUT/rec resumes.
 # usage: bash scripts/h200_run.sh MODEL_CONFIG EVAL_SECONDS PROFILE_SECONDS
 set -u
+# the GPU machine gets no .git: the caller passes the commit, e.g. KBSTUDY_GIT_COMMIT=$(git rev-parse HEAD)
+export KBSTUDY_GIT_COMMIT=${KBSTUDY_GIT_COMMIT:-unknown}
 export PYTHONUNBUFFERED=1
 model=${1:-gemini-1.5-flash}; eval_s=${2:-330}; prof_s=${3:-225}
 pkill -9 -f '^python3 -m kbstudy' 2>/dev/null
