@@ -39,7 +39,8 @@ from kbstudy.verify import FLOAT_SENTINEL, KERNELBENCH_TRIALS, KbstudyTrial, Ker
 
 # Children fork from a server that has already imported torch and Inductor (no CUDA initialised there), so a fresh
 # process per candidate costs milliseconds, not the ~2 s of `import torch` plus the ~3 s of `torch._inductor` that
-# `use_deterministic_algorithms` pulls in; and the caller's __main__ is never re-imported.
+# `use_deterministic_algorithms` pulls in. As with any multiprocessing start method but fork, a child re-imports the
+# caller's main script: scripts that call evaluate_batch need the `if __name__ == "__main__":` guard.
 _CTX = multiprocessing.get_context("forkserver")
 _PRELOAD = ["torch", "torch.multiprocessing", "torch.utils.deterministic", "torch._inductor", "kbstudy.execution",
             "kbstudy.worker", "kbstudy.reference", "kbstudy.verify", "kbstudy.timing"]
@@ -291,6 +292,11 @@ def _common_fields(problem: Problem, cfg: EvalConfig, device: str, hardware: str
     }
 
 
+def _label(identifier: str) -> str:
+    """An id usable inside a pseudo file name: Python's messages keep only what follows the last ``/``."""
+    return identifier.replace("/", ":")
+
+
 def _child_env(candidate: Candidate | None, cfg: EvalConfig, device: str, max_jobs: int | None = None) -> dict:
     env: dict[str, str | None] = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
     cache = Path(cfg.cache_dir).resolve()
@@ -324,7 +330,7 @@ def build_cuda_candidates(candidates: list[Candidate], cfg: EvalConfig, device: 
         try:
             child.wait_idle()
             child.send({"role": "build", "env": _child_env(candidate, cfg, device, max_jobs),
-                        "job": {"source": candidate.source, "filename": f"<candidate {candidate.candidate_id}>"}})
+                        "job": {"source": candidate.source, "filename": f"<candidate {_label(candidate.candidate_id)}>"}})
             return candidate.sha256, child.recv(cfg.load_timeout_s)
         except (ChildDied, ChildTimeout) as exc:
             return candidate.sha256, {"built": False, "error": str(exc)}
@@ -357,7 +363,7 @@ class _Reference:
         self.child = pool.get()
         source = scale_source(problem.source, cfg.size_scale)
         self.child.send({"role": "reference", "env": _child_env(None, cfg, device), "job": {
-            "source": source, "filename": f"<problem {problem.key}>", "device": device, "precision": cfg.precision,
+            "source": source, "filename": f"<problem {_label(problem.key)}>", "device": device, "precision": cfg.precision,
             "trials": cfg.trials, "seed": cfg.seed, "inputs_on_device": cfg.inputs_on_device,
             "cache_bytes": cfg.reference_cache_bytes}})
         self.info = self.child.recv(cfg.load_timeout_s)
@@ -397,7 +403,7 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
     try:
         clock.start("load")
         child.send({"role": "worker", "env": _child_env(candidate, cfg, device), "job": {
-            "source": candidate.source, "filename": f"<candidate {candidate.candidate_id}>", "device": device,
+            "source": candidate.source, "filename": f"<candidate {_label(candidate.candidate_id)}>", "device": device,
             "precision": cfg.precision, "seed": cfg.seed}})
         reply = child.recv(cfg.load_timeout_s)
         clock.stop()
@@ -475,7 +481,10 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
     finally:
         clock.stop()
         fields["worker_wall_s"] = time.perf_counter() - started
-        child.close(grace_s=5)
+        if fields.get("outcome") in ("timeout", "crashed"):
+            child.kill()  # known hung or dead: no grace period
+        else:
+            child.close(grace_s=5)
 
 
 def _finish(fields: dict, result: dict) -> dict:
@@ -541,7 +550,8 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
     """Evaluate every (problem, candidate) pair not already in ``store``; append one record per candidate.
 
     Candidates are matched to problems by (level, problem_id). Raises ``RuntimeError`` if ``cfg.device`` asks for a
-    GPU that is not there; never raises for a candidate's failure (that is a record).
+    GPU that is not there; never raises for a candidate's failure (that is a record). A script calling this needs the
+    ``if __name__ == "__main__":`` guard (worker processes re-import the main script, as with ``spawn``).
     """
     t0 = time.perf_counter()
     device = resolve_device(cfg.device)

@@ -80,21 +80,43 @@ def make_problem(source: str, *, level: int, problem_id: int, name: str, version
                    version=version, origin=origin)
 
 
-def _from_rows(rows: Iterable[dict], where: str, version: str) -> list[Problem]:
+def _from_rows(rows: Iterable[dict], where: str, version: str,
+               names: dict[tuple[int, int], str] | None = None) -> list[Problem]:
     problems = []
     for i, row in enumerate(rows):
         missing = {"code", "level", "problem_id"} - set(row)
         if missing:
             raise ProblemLoadError(f"{where}: row {i} lacks {sorted(missing)} (need code, level, problem_id[, name])")
-        name = row.get("name") or _name_from_code(row["code"], int(row["problem_id"]))
+        name = (row.get("name") or (names or {}).get((int(row["level"]), int(row["problem_id"])))
+                or _name_from_code(row["code"], int(row["problem_id"])))
         problems.append(make_problem(row["code"], level=row["level"], problem_id=row["problem_id"], name=name,
                                      version=version, origin=f"{where}#{i}"))
     return problems
 
 
 def _name_from_code(code: str, problem_id: int) -> str:
-    """v0 rows have no file name: derive ``{id}_{first line of Model's docstring}.py``-like names stably."""
+    """Fallback name of a row without one: ``{id}_problem.py``."""
     return f"{problem_id}_problem.py"
+
+
+def _sibling_names(path: Path) -> dict[tuple[int, int], str]:
+    """File names by (level, problem_id) from a JSONL beside ``path`` whose rows have names (the v0 export has none;
+    its problems keep their ids, so the current export beside it names them)."""
+    names: dict[tuple[int, int], str] = {}
+    for sibling in sorted(path.parent.glob("*.jsonl")):
+        if sibling == path:
+            continue
+        try:
+            with sibling.open() as fh:
+                for line in fh:
+                    row = json.loads(line)
+                    if {"name", "level", "problem_id", "code"} <= set(row):
+                        names[(int(row["level"]), int(row["problem_id"]))] = row["name"]
+                    else:
+                        break
+        except (OSError, json.JSONDecodeError):
+            continue
+    return names
 
 
 def _load_folder(folder: Path, level: int | None, version: str) -> list[Problem]:
@@ -146,7 +168,8 @@ def load_problems(path: str | Path, *, levels: Iterable[int] | None = None,
                         rows.append(json.loads(line))
                     except json.JSONDecodeError as exc:
                         raise ProblemLoadError(f"{path}:{lineno}: malformed JSON ({exc.msg})") from exc
-            problems = _from_rows(rows, str(path), version)
+            names = _sibling_names(path) if rows and "name" not in rows[0] else None
+            problems = _from_rows(rows, str(path), version, names)
         elif path.suffix == ".parquet":
             import pandas as pd
 

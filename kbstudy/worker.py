@@ -222,8 +222,13 @@ class CandidateWorker:
             torch.utils.deterministic.fill_uninitialized_memory = fill
         del inputs
         self.outputs = outputs
+        # the verdicts need the output's real type (a tensor subclass can override comparisons); a subclass defined
+        # by the candidate cannot be unpickled elsewhere, so send plain tensors and the type names beside them
+        forms = [f"{type(o).__module__}.{type(o).__qualname__}" for o in outputs]
+        outputs = [o.as_subclass(torch.Tensor) if isinstance(o, torch.Tensor) and type(o) is not torch.Tensor else o
+                   for o in outputs]
         try:
-            payload = execution.pack_shared({"outputs": outputs})
+            payload = execution.pack_shared({"outputs": outputs, "forms": forms})
         except BaseException as exc:  # noqa: BLE001 - e.g. an output object that cannot be pickled
             self.fail(exc, "run", packed=True)
             return False

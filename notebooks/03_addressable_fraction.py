@@ -23,37 +23,64 @@
 # FlashAttention. On CPU records the unit is ATen operator self time instead of kernel time.
 
 # %% tags=["parameters"]
-records_dir = "../outputs/records/cpu-profile"
-output_dir = "../outputs/notebooks/03_addressable_fraction"
-hardware_label = "CPU (tiny configurations, ATen operators)"
-rule = "non_vendor"
+# Paths are relative to the repository root (resolved by kbstudy.study.project_path), so the rendered notebook
+# re-runs unchanged from outputs/reports/<name>/ under nbval.
+records_dir = "outputs/records/cpu-profile"  # kbstudy.profiling.gpu_run output: workloads.jsonl, kernels.jsonl
+output_dir = "outputs/reports/cpu-default/03_addressable_fraction"  # tables/ and figures/ go here
+hardware_label = "CPU (tiny configurations, ATen operators)"  # how the hardware is named in titles
+rule = "non_vendor"  # addressable rule: a name in kbstudy.profiling.addressable.ADDRESSABLE_RULES
 
 # %%
-from pathlib import Path
+import matplotlib.pyplot as plt
+from IPython.display import Image, display
 
-import pandas as pd
-
-from kbstudy.plots import save_figure, set_theme
+from kbstudy import plots
 from kbstudy.profiling import report
-from kbstudy.profiling.addressable import ADDRESSABLE_RULES, PAPER, paper_comparison
+from kbstudy.profiling.addressable import ADDRESSABLE_RULES, paper_comparison
+from kbstudy.study import project_path
 
-set_theme()
-pd.set_option("display.width", 160)
-pd.set_option("display.max_columns", 20)
-out = Path(output_dir)
-out.mkdir(parents=True, exist_ok=True)
-kernels, workloads = report.load_profile_records(records_dir)
-print(f"{hardware_label}: {len(workloads)} workload runs, {len(kernels)} (workload, name) rows")
+plots.set_theme()
+out = project_path(output_dir)
+tables_dir, figures_dir = out / "tables", out / "figures"
+tables_dir.mkdir(parents=True, exist_ok=True)
+figures_dir.mkdir(parents=True, exist_ok=True)
+
+
+def show(table, digits=3, index=True):
+    """Print a table as rounded text: what nbval compares (figures themselves are not compared)."""
+    print(table.round(digits).to_string(index=index, na_rep="-"))
+
+
+def save(fig, name):
+    """Save a figure deterministically (PNG + SVG), close it and display the PNG."""
+    png, _ = plots.save_figure(fig, figures_dir / name)
+    plt.close(fig)
+    display(Image(filename=str(png)))
+
+
+kernels, workloads = report.load_profile_records(project_path(records_dir))
+print(f"records: {records_dir} | hardware: {hardware_label}")
+print(f"{len(workloads)} workload runs, {len(kernels)} (workload, name) rows")
 print("addressable rule:", rule, "=", sorted(ADDRESSABLE_RULES[rule]))
 
 # %% [markdown]
 # ## Runs and their status
-# Failed or skipped runs are listed, not hidden.
+# Every run that `kbstudy.profiling.gpu_run` plans (the seven workloads, the transformer size sweep, the extras) with
+# its status in the records. Failed, skipped and missing runs are listed, not hidden: a run is *missing* when the
+# records have no row for it (for instance an interrupted profiling session); `kernel_rows` > 0 on a missing run
+# means its kernels were recorded but not its workload row, and they are not used below.
 
 # %%
-status = workloads[["workload_key", "role", "status", "error"]].copy()
-status["error"] = status["error"].fillna("").str.slice(0, 60)
-print(status.to_string(index=False))
+coverage = report.coverage_table(kernels, workloads)
+coverage.to_csv(tables_dir / "coverage.csv", index=False)
+show(coverage, index=False)
+absent = report.missing_runs(coverage)
+print(f"{(coverage['status'] == 'ok').sum()} of {len(coverage)} runs ok; "
+      + (f"not ok or missing: {', '.join(absent)}" if absent else "nothing missing"))
+errors = workloads.loc[workloads["status"] != "ok", ["workload_key", "status", "error"]].copy()
+if len(errors):
+    errors["error"] = errors["error"].fillna("").astype(str).str.slice(0, 60)
+    show(errors, index=False)
 
 # %% [markdown]
 # ## Per-workload summary: addressable fraction, GEMM+attention share, Amdahl bound
@@ -63,8 +90,8 @@ table = report.workload_table(kernels, workloads, rule=rule)
 cols = ["domain", "mode", "role", "step_ms_median", "addressable_fraction", "gemm_attention_share", "vendor_share",
         "other_share", "amdahl_bound", "speedup_at_2x", "speedup_at_10x"]
 summary = table[[c for c in cols if c in table]]
-summary.to_csv(out / "addressable_summary.csv")
-print(summary.round(3).to_string())
+summary.to_csv(tables_dir / "addressable_summary.csv")
+show(summary)
 
 # %% [markdown]
 # ## Category breakdown per workload (stacked bars)
@@ -72,10 +99,9 @@ print(summary.round(3).to_string())
 # %%
 main_keys = [k for k in table.index if table.loc[k, "role"] in ("seven", "extra")]
 breakdown = report.breakdown_table(kernels, main_keys)
-breakdown.to_csv(out / "category_breakdown.csv")
-print(breakdown.round(3).to_string())
-fig = report.plot_breakdown(breakdown, f"Share of time by kernel category - {hardware_label}")
-save_figure(fig, out / "category_breakdown")
+breakdown.to_csv(tables_dir / "category_breakdown.csv")
+save(report.plot_breakdown(breakdown, f"Share of time by kernel category - {hardware_label}"), "category_breakdown")
+show(breakdown)
 
 # %% [markdown]
 # ## Addressable fraction beside the paper's
@@ -85,22 +111,26 @@ save_figure(fig, out / "category_breakdown")
 # %%
 seven = table.loc[main_keys]
 comparison = paper_comparison(seven, seven["domain"].to_dict())
-comparison.to_csv(out / "paper_comparison.csv")
-print(comparison.round(3).to_string())
-fig = report.plot_addressable_vs_paper(seven, f"Addressable fraction ({rule}) - {hardware_label}")
-save_figure(fig, out / "addressable_vs_paper")
+comparison.to_csv(tables_dir / "paper_comparison.csv")
+save(report.plot_addressable_vs_paper(seven, f"Addressable fraction ({rule}) - {hardware_label}"),
+     "addressable_vs_paper")
+show(comparison)
 
 # %% [markdown]
 # ## Transformer size sweep
-# How the addressable fraction and the GEMM+attention share move with model size.
+# How the addressable fraction and the GEMM+attention share move with model size. A workload enters the sweep with
+# at least three sizes in the records; sweep sizes the records lack are named.
 
 # %%
 sweep = report.sweep_table(table, workloads)
-sweep.to_csv(out / "size_sweep.csv")
-print(sweep.round(3).to_string())
+sweep.to_csv(tables_dir / "size_sweep.csv")
+absent_sweep = report.missing_runs(coverage, role="sweep")
+print("sweep sizes absent from the records: " + (", ".join(absent_sweep) if absent_sweep else "none"))
 if len(sweep):
-    fig = report.plot_sweep(sweep, f"Transformer size sweep - {hardware_label}")
-    save_figure(fig, out / "size_sweep")
+    save(report.plot_sweep(sweep, f"Transformer size sweep - {hardware_label}"), "size_sweep")
+    show(sweep)
+else:
+    print("no transformer has three sizes in the records: no sweep to show")
 
 # %% [markdown]
 # ## Largest kernels per workload, and what is left in "other"
@@ -110,10 +140,11 @@ if len(sweep):
 # %%
 for key in main_keys:
     print(f"--- {key}")
-    print(report.top_kernels(kernels, key, n=5).round(3).to_string(index=False))
+    show(report.top_kernels(kernels, key, n=5), index=False)
 
 # %%
-other = kernels[kernels["category"] == "other"]
+other = kernels[kernels["workload_key"].isin(table.index) & (kernels["category"] == "other")]
 print(f"{other['name'].nunique()} distinct names in 'other'; max share of a workload:",
       round(float(table["other_share"].max()), 4))
-print(other[["workload_key", "name", "time_us_per_step"]].round(1).head(20).to_string(index=False))
+if len(other):
+    show(other[["workload_key", "name", "time_us_per_step"]].head(20), digits=1, index=False)

@@ -19,27 +19,55 @@
 # `python -m kbstudy.dlrm_bench.gpu_run`; this notebook only reads them.
 
 # %% tags=["parameters"]
-records_dir = "../outputs/records/cpu-dlrm"
-output_dir = "../outputs/notebooks/04_dlrm_bench"
-hardware_label = "CPU (Triton interpreter)"
+# Paths are relative to the repository root (resolved by kbstudy.study.project_path), so the rendered notebook
+# re-runs unchanged from outputs/reports/<name>/ under nbval.
+records_dir = "outputs/records/cpu-dlrm"  # a kbstudy.dlrm_bench.gpu_run output folder (evaluations.jsonl, machine.json)
+output_dir = "outputs/reports/cpu-default/04_dlrm_bench"  # tables/ and figures/ go here
+hardware_label = "CPU (Triton interpreter)"  # how the hardware is named in titles
 
 # %%
-from pathlib import Path
-
 import matplotlib.pyplot as plt
 import seaborn as sns
+from IPython.display import Image, display
 
-from kbstudy.dlrm_bench.report import FLOOR_TARGET, load_run, long_times, summary
-from kbstudy.plots import save_figure, set_theme
+from kbstudy import plots
+from kbstudy.dlrm_bench.report import FLOOR_TARGET, load_run, long_times, missing, summary
+from kbstudy.study import project_path
 
-set_theme()
-out = Path(output_dir)
-out.mkdir(parents=True, exist_ok=True)
-table, machine = load_run(records_dir)
-print(f"records: {records_dir} | hardware: {hardware_label} | machine: {machine.get('name')}")
+plots.set_theme()
+out = project_path(output_dir)
+tables_dir, figures_dir = out / "tables", out / "figures"
+tables_dir.mkdir(parents=True, exist_ok=True)
+figures_dir.mkdir(parents=True, exist_ok=True)
+
+
+def show(table, digits=4):
+    """Print a table as rounded text: what nbval compares (figures themselves are not compared)."""
+    print(table.round(digits).to_string(index=False, na_rep="-"))
+
+
+def save(fig, name):
+    """Save a figure deterministically (PNG + SVG), close it and display the PNG."""
+    png, _ = plots.save_figure(fig, figures_dir / name)
+    plt.close(fig)
+    display(Image(filename=str(png)))
+
+
+table, machine = load_run(project_path(records_dir))
+machine_name = machine.get("name", "unknown (no machine.json)")
+print(f"records: {records_dir} | hardware: {hardware_label} | machine: {machine_name}")
 if machine:
     rates = ", ".join(f"{k} {v / 1e12:.2f} TFLOP/s" for k, v in machine["matmul_flops_per_s"].items())
     print(f"measured: {machine['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s copy bandwidth; {rates}")
+
+# %% [markdown]
+# ## What the records lack
+# Absent problems, failed self-checks and missing times are named here rather than silently dropped (a CPU run, for
+# instance, has no `torch.compile` baseline).
+
+# %%
+gaps = missing(table, machine)
+print("\n".join(f"- {g}" for g in gaps) if gaps else "nothing missing: 12 problems, every time and floor recorded")
 
 # %% [markdown]
 # ## Per-problem times (ms, medians) and ratios
@@ -47,25 +75,26 @@ if machine:
 # %%
 shown = table[["problem_id", "problem", "bound", "eager_ms", "compile_ms", "ours_ms", "floor_ms", "speedup_vs_eager",
                "speedup_vs_compile", "ours_over_floor", "check_passed"]]
-shown.to_csv(out / "dlrm_bench_table.csv", index=False)
-print(shown.round(4).to_string(index=False))
+shown.to_csv(tables_dir / "dlrm_bench_table.csv", index=False)
+show(shown)
 
 # %% [markdown]
 # ## Win rate and median speedup beside the paper
 
 # %%
 summ = summary(table)
-summ.to_csv(out / "dlrm_bench_summary.csv", index=False)
-print(summ.round(3).to_string(index=False))
+summ.to_csv(tables_dir / "dlrm_bench_summary.csv", index=False)
+show(summ, digits=3)
 
 # %% [markdown]
 # ## Figure: eager, compile, ours and the floor per problem (log scale)
 
 # %%
 data = long_times(table)
+data.to_csv(tables_dir / "dlrm_bench_times.csv", index=False)
+variants = [v for v in ("eager", "torch.compile", "ours (Triton)", "floor") if v in set(data["variant"])]
 fig, ax = plt.subplots(figsize=(11, 4.2))
-sns.barplot(data=data, x="label", y="ms", hue="variant", ax=ax,
-            hue_order=["eager", "torch.compile", "ours (Triton)", "floor"])
+sns.barplot(data=data, x="label", y="ms", hue="variant", ax=ax, hue_order=variants)
 ax.set_yscale("log")
 ax.set_xlabel("")
 ax.set_ylabel("time per call (ms, median)")
@@ -74,15 +103,16 @@ ax.tick_params(axis="x", rotation=60)
 for lbl in ax.get_xticklabels():
     lbl.set_horizontalalignment("right")
 fig.tight_layout()
-save_figure(fig, out / "dlrm_bench_times")
-plt.show()
+save(fig, "dlrm_bench_times")
 print("figure data (ms):")
-print(data.pivot(index="label", columns="variant", values="ms").reindex(data["label"].unique()).round(4).to_string())
+show(data.pivot(index="label", columns="variant", values="ms").reindex(index=data["label"].unique(), columns=variants)
+     .reset_index().rename_axis(columns=None))
 
 # %% [markdown]
-# Memory-bound problems: ours over the floor, against the issue's target.
+# Memory-bound problems: ours over the floor, against the target of ours within 1.25x of the floor.
 
 # %%
 mem = table[table["bound"] == "memory"][["problem_id", "problem", "ours_over_floor", "eager_over_floor"]]
 mem = mem.assign(within_target=mem["ours_over_floor"] <= FLOOR_TARGET)
-print(mem.round(3).to_string(index=False))
+mem.to_csv(tables_dir / "memory_bound_vs_floor.csv", index=False)
+show(mem, digits=3)

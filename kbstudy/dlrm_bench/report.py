@@ -16,11 +16,18 @@ from pathlib import Path
 
 import pandas as pd
 
-from kbstudy.dlrm_bench import PAPER_MEDIAN_SPEEDUP, PAPER_WIN_RATE
+from kbstudy.dlrm_bench import PAPER_MEDIAN_SPEEDUP, PAPER_WIN_RATE, PROBLEMS_DIR
 from kbstudy.records import RecordStore
 
 #: The memory-bound target of issue 6: ours within this factor of the floor.
 FLOOR_TARGET = 1.25
+#: The columns of :func:`load_run`, in order.
+COLUMNS = ("problem_id", "problem", "bound", "eager_ms", "compile_ms", "ours_ms", "floor_ms", "ours_q1_ms",
+           "ours_q3_ms", "speedup_vs_eager", "speedup_vs_compile", "ours_over_floor", "eager_over_floor",
+           "check_passed", "rel_l2_error", "outcome", "error")
+#: Its numeric columns: float, NaN where the record has no value.
+NUMERIC_COLUMNS = ("eager_ms", "compile_ms", "ours_ms", "floor_ms", "ours_q1_ms", "ours_q3_ms", "speedup_vs_eager",
+                   "speedup_vs_compile", "ours_over_floor", "eager_over_floor", "rel_l2_error")
 
 
 def load_run(folder: str | Path) -> tuple[pd.DataFrame, dict]:
@@ -51,7 +58,50 @@ def load_run(folder: str | Path) -> tuple[pd.DataFrame, dict]:
             "check_passed": meta.get("check_passed"), "rel_l2_error": r["rel_l2_error"], "outcome": r["outcome"],
             "error": r["error_message"],
         })
-    return pd.DataFrame(rows), machine
+    table = pd.DataFrame(rows, columns=list(COLUMNS))
+    for col in NUMERIC_COLUMNS:
+        table[col] = pd.to_numeric(table[col], errors="coerce").astype(float)
+    return table, machine
+
+
+def expected_problems() -> pd.DataFrame:
+    """The twelve DLRM-Bench problems (``problem_id``, ``problem``) from the file names in ``problems/``."""
+    rows = []
+    for path in PROBLEMS_DIR.glob("*.py"):
+        pid, _, name = path.stem.partition("_")
+        if pid.isdigit():
+            rows.append({"problem_id": int(pid), "problem": name})
+    return pd.DataFrame(rows, columns=["problem_id", "problem"]).sort_values("problem_id").reset_index(drop=True)
+
+
+def missing(table: pd.DataFrame, machine: dict) -> list[str]:
+    """What a run's records lack, one sentence each (empty when nothing is missing): ``machine.json``, problems
+    without a record, records that are not ``evaluated`` or failed the self-check, and absent times or floors."""
+    notes = []
+    if not machine:
+        notes.append("machine.json absent: no measured bandwidth or matrix rate")
+    expected = expected_problems()
+    absent = expected[~expected["problem_id"].isin(table["problem_id"])]
+    if len(absent):
+        notes.append(f"{len(absent)} of {len(expected)} problems have no record: "
+                     + ", ".join(f"{r.problem_id} {r.problem}" for r in absent.itertuples()))
+
+    def _list(rows: pd.DataFrame) -> str:
+        return ", ".join(str(i) for i in rows["problem_id"])
+
+    bad = table[table["outcome"] != "evaluated"]
+    if len(bad):
+        notes.append(f"{len(bad)} records not evaluated (problems {_list(bad)}): "
+                     + ", ".join(sorted(set(bad["outcome"].astype(str)))))
+    failed = table[table["check_passed"] != True]  # noqa: E712  (None: no check recorded)
+    if len(failed):
+        notes.append(f"{len(failed)} kernels without a passed self-check (problems {_list(failed)})")
+    for col, what in (("eager_ms", "eager times"), ("compile_ms", "torch.compile times"), ("ours_ms", "kernel times"),
+                      ("floor_ms", "floors")):
+        gone = table[table[col].isna()]
+        if len(gone):
+            notes.append(f"{what} absent for {len(gone)} of {len(table)} problems (problems {_list(gone)})")
+    return notes
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:

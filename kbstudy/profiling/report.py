@@ -48,6 +48,35 @@ def workload_table(kernels: pd.DataFrame, workloads: pd.DataFrame, rule=DEFAULT_
     return table
 
 
+def coverage_table(kernels: pd.DataFrame, workloads: pd.DataFrame) -> pd.DataFrame:
+    """Every run :func:`kbstudy.profiling.gpu_run.plan` schedules (tiny sizes if the records are tiny), in plan order,
+    with its status in the records: ``ok``, ``error``, ``skipped``, or ``missing`` when ``workloads.jsonl`` has no row
+    for it (an interrupted run). Recorded runs the plan does not name follow. ``kernel_rows`` counts the kernel rows
+    of each run (an interrupted run can leave kernel rows without a workload row; they are not used).
+
+    Columns: workload_key, workload, size, role, status, kernel_rows.
+    """
+    from kbstudy.profiling.gpu_run import plan  # imports torch: only when coverage is asked for
+
+    tiny = bool(workloads["tiny"].fillna(False).astype(bool).any()) if "tiny" in workloads and len(workloads) else False
+    planned = pd.DataFrame(plan(tiny), columns=["workload", "size", "role"])
+    planned.insert(0, "workload_key", planned["workload"] + "@" + planned["size"])
+    recorded = workloads.set_index("workload_key") if len(workloads) else pd.DataFrame(columns=["status"])
+    planned["status"] = planned["workload_key"].map(recorded["status"]).fillna("missing")
+    unplanned = workloads[~workloads["workload_key"].isin(planned["workload_key"])] if len(workloads) else workloads
+    cols = ["workload_key", "workload", "size", "role", "status"]
+    table = pd.concat([planned[cols], unplanned[[c for c in cols if c in unplanned]]], ignore_index=True)
+    counts = kernels["workload_key"].value_counts() if len(kernels) else pd.Series(dtype=int)
+    table["kernel_rows"] = table["workload_key"].map(counts).fillna(0).astype(int)
+    return table
+
+
+def missing_runs(coverage: pd.DataFrame, role: str | None = None) -> list[str]:
+    """Workload keys of :func:`coverage_table` whose status is not ``ok`` (restricted to ``role`` if given)."""
+    rows = coverage if role is None else coverage[coverage["role"] == role]
+    return rows.loc[rows["status"] != "ok", "workload_key"].tolist()
+
+
 def breakdown_table(kernels: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Category shares (0..1), one row per workload key in ``keys`` order, one column per category (display order)."""
     shares = category_shares(kernels[kernels["workload_key"].isin(keys)])
@@ -133,5 +162,5 @@ def plot_sweep(sweep: pd.DataFrame, title: str):
     return fig
 
 
-__all__ = ["load_profile_records", "workload_table", "breakdown_table", "top_kernels", "sweep_table",
-           "plot_breakdown", "plot_addressable_vs_paper", "plot_sweep", "paper_comparison"]
+__all__ = ["load_profile_records", "workload_table", "coverage_table", "missing_runs", "breakdown_table", "top_kernels",
+           "sweep_table", "plot_breakdown", "plot_addressable_vs_paper", "plot_sweep", "paper_comparison"]

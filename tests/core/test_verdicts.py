@@ -113,14 +113,13 @@ def test_tensor_subclass_is_not_a_dense_tensor(relu_batch):
     assert row["kernelbench_correct"] is True  # torch.allclose accepts a subclass with the right values
 
 
-def test_tensor_subclass_defined_by_the_candidate_is_never_correct(relu_batch):
-    row = relu_batch["custom_subclass"]
-    assert row["kbstudy_correct"] is not True and row["kernelbench_correct"] is not True
+def test_tensor_subclass_defined_by_the_candidate_is_never_kbstudy_correct(relu_batch):
+    # KernelBench's check sees the subclass's values (correct here) and passes; kbstudy rejects the form
+    row = _evaluated(relu_batch["custom_subclass"])
+    assert row["kbstudy_correct"] is False
+    assert row["kernelbench_correct"] is True
 
 
-@pytest.mark.xfail(strict=True, reason="known gap (reported): a Tensor subclass defined in the candidate's module cannot "
-                   "be pickled to the reference process, so the record says runtime_error ('Can't pickle local "
-                   "object') instead of evaluated / not_a_dense_tensor")
 def test_tensor_subclass_defined_by_the_candidate_is_judged(relu_batch):
     row = _evaluated(relu_batch["custom_subclass"])
     assert row["kbstudy_failure"] == "not_a_dense_tensor"

@@ -1,0 +1,205 @@
+"""Notebooks 03 (addressable fraction) and 04 (DLRM-Bench) rendered with papermill from the committed CPU records
+(recommenders-style): the CSV tables they write must equal what ``kbstudy.profiling.report`` and
+``kbstudy.dlrm_bench.report`` compute from the same records, a few numbers are checked against the records
+themselves, and the rendered notebooks must pass strict nbval on a re-run.
+
+The records (``outputs/records/cpu-profile``, ``outputs/records/cpu-dlrm``) are read-only inputs; everything the
+notebooks write goes to a temporary folder.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+pytest.importorskip("papermill")
+pytest.importorskip("jupytext")
+
+from kbstudy.dlrm_bench import report as dlrm_report  # noqa: E402
+from kbstudy.profiling import report as prof_report  # noqa: E402
+from kbstudy.profiling.addressable import paper_comparison  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+SANITIZE = REPO / "tests" / "nbval_sanitize.cfg"
+PROFILE_RECORDS = REPO / "outputs" / "records" / "cpu-profile"
+DLRM_RECORDS = REPO / "outputs" / "records" / "cpu-dlrm"
+H200_PROFILE_RECORDS = REPO / "outputs" / "records" / "h200-profile"
+H200_DLRM_RECORDS = REPO / "outputs" / "records" / "h200-dlrm-gpu-run"
+pytestmark = pytest.mark.slow
+
+
+def _params(name: str, out_dir: Path) -> dict:
+    """The notebook's committed cpu-default params, with the output folder redirected to ``out_dir``."""
+    from kbstudy.study import _load_mapping
+
+    params = _load_mapping(REPO / "params" / f"{name}.cpu-default.yaml")
+    params["output_dir"] = str(out_dir)
+    return params
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """``{notebook: (ipynb, output_dir)}`` for notebooks 03 and 04, rendered once for the module."""
+    if not (PROFILE_RECORDS / "workloads.jsonl").exists() or not (DLRM_RECORDS / "evaluations.jsonl").exists():
+        pytest.skip("committed CPU records absent")
+    from kbstudy.study import render_notebook
+
+    tmp = tmp_path_factory.mktemp("nb0304")
+    out = {}
+    for name in ("03_addressable_fraction", "04_dlrm_bench"):
+        out_dir = tmp / "analysis" / name
+        written = render_notebook(REPO / "notebooks" / f"{name}.py", tmp / "reports" / f"{name}.ipynb",
+                                  _params(name, out_dir), root=REPO)
+        out[name] = (written["ipynb"], out_dir)
+    return out
+
+
+def _printed(ipynb: Path) -> str:
+    nb = json.loads(ipynb.read_text())
+    parts = []
+    for cell in nb["cells"]:
+        for o in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            assert o.get("output_type") != "error" and o.get("name") != "stderr", o
+            text = o.get("text", "")
+            parts.append(text if isinstance(text, str) else "".join(text))
+    return "".join(parts)
+
+
+# ------------------------------------------------------------------------------------------------ notebook 03
+
+
+def test_notebook_03_tables_equal_report(rendered):
+    ipynb, out = rendered["03_addressable_fraction"]
+    tables = out / "tables"
+    kernels, workloads = prof_report.load_profile_records(PROFILE_RECORDS)
+    table = prof_report.workload_table(kernels, workloads, rule="non_vendor")
+
+    coverage = pd.read_csv(tables / "coverage.csv")
+    pd.testing.assert_frame_equal(coverage, prof_report.coverage_table(kernels, workloads), check_dtype=False)
+    assert (coverage["status"] == "ok").all() and len(coverage) == 14  # seven + six sweep sizes + ViT extra
+
+    summary = pd.read_csv(tables / "addressable_summary.csv", index_col="workload_key")
+    pd.testing.assert_frame_equal(summary, table[summary.columns.tolist()], check_dtype=False, check_names=False)
+    # numbers the profiler recorded independently, and Amdahl's bound by hand
+    recorded = workloads.set_index("workload_key")["addressable_fraction"]
+    for key, row in summary.iterrows():
+        assert row["addressable_fraction"] == pytest.approx(recorded[key], abs=1e-12)
+        assert row["amdahl_bound"] == pytest.approx(1 / (1 - row["addressable_fraction"]))
+    assert summary.loc["gpt2_train@tiny", "addressable_fraction"] == pytest.approx(0.3713479337, abs=1e-9)
+
+    main_keys = [k for k in table.index if table.loc[k, "role"] in ("seven", "extra")]
+    assert len(main_keys) == 8
+    breakdown = pd.read_csv(tables / "category_breakdown.csv", index_col=0)
+    pd.testing.assert_frame_equal(breakdown, prof_report.breakdown_table(kernels, main_keys), check_dtype=False,
+                                  check_names=False)
+    assert breakdown.sum(axis=1).to_numpy() == pytest.approx([1.0] * len(breakdown))
+
+    comparison = pd.read_csv(tables / "paper_comparison.csv", index_col=0)
+    seven = table.loc[main_keys]
+    pd.testing.assert_frame_equal(comparison, paper_comparison(seven, seven["domain"].to_dict()), check_dtype=False,
+                                  check_names=False)
+    assert comparison.loc["paper", "addressable_min"] == pytest.approx(0.089)
+
+    sweep = pd.read_csv(tables / "size_sweep.csv", index_col=0)
+    pd.testing.assert_frame_equal(sweep, prof_report.sweep_table(table, workloads), check_dtype=False,
+                                  check_names=False)
+    assert set(sweep["workload"]) == {"gpt2_train", "llama_infer"}
+
+    for fig in ("category_breakdown", "addressable_vs_paper", "size_sweep"):
+        assert (out / "figures" / f"{fig}.png").stat().st_size > 0
+    text = _printed(ipynb)
+    assert "14 of 14 runs ok; nothing missing" in text
+    assert "sweep sizes absent from the records: none" in text
+
+
+# ------------------------------------------------------------------------------------------------ notebook 04
+
+
+def test_notebook_04_tables_equal_report(rendered):
+    ipynb, out = rendered["04_dlrm_bench"]
+    tables = out / "tables"
+    table, machine = dlrm_report.load_run(DLRM_RECORDS)
+
+    written = pd.read_csv(tables / "dlrm_bench_table.csv")
+    pd.testing.assert_frame_equal(written, table[written.columns.tolist()], check_dtype=False)
+    assert written["problem_id"].tolist() == list(range(1, 13))
+    assert written["check_passed"].all()
+    assert written["compile_ms"].isna().all()  # no torch.compile baseline on the CPU run
+    ratio = written["eager_ms"] / written["ours_ms"]
+    assert written["speedup_vs_eager"].to_numpy() == pytest.approx(ratio.to_numpy(), rel=1e-9)
+    ratio = written["ours_ms"] / written["floor_ms"]
+    assert written["ours_over_floor"].to_numpy() == pytest.approx(ratio.to_numpy(), rel=1e-9)
+
+    summ = pd.read_csv(tables / "dlrm_bench_summary.csv")
+    pd.testing.assert_frame_equal(summ, dlrm_report.summary(table), check_dtype=False)
+    values = summ.set_index("quantity")["ours"]
+    assert values["problems"] == 12 and values["correct (self-check)"] == 12
+    assert values["win rate over eager"] == 0  # the Triton interpreter on a CPU never beats eager
+    assert values["memory-bound problems"] == 9
+    assert math.isnan(values["median speedup vs eager, wins only"])
+    ok = table[table["check_passed"]]
+    assert values["median speedup vs eager, correct kernels"] == pytest.approx(ok["speedup_vs_eager"].median())
+
+    times = pd.read_csv(tables / "dlrm_bench_times.csv")
+    assert set(times["variant"]) == {"eager", "ours (Triton)", "floor"} and len(times) == 36
+    mem = pd.read_csv(tables / "memory_bound_vs_floor.csv")
+    assert len(mem) == 9 and not mem["within_target"].any()
+    assert (out / "figures" / "dlrm_bench_times.png").stat().st_size > 0
+
+    text = _printed(ipynb)
+    assert f"{machine['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s" in text
+    assert "torch.compile times absent for 12 of 12 problems" in text
+
+
+# ------------------------------------------------------------------------------------------------ both
+
+
+def test_rendered_notebooks_pass_nbval(rendered):
+    """Strict nbval on a re-run of both rendered notebooks (no cell is tagged nbval-ignore-output)."""
+    paths = [str(ipynb) for ipynb, _ in rendered.values()]
+    for p in paths:
+        cells = json.loads(Path(p).read_text())["cells"]
+        assert not any("nbval-ignore-output" in c.get("metadata", {}).get("tags", []) for c in cells)
+        text = _printed(Path(p))
+        assert "/tmp" not in text and str(Path.home()) not in text and str(REPO) not in text
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval",
+                          "--nbval-current-env", "--nbval-sanitize-with", str(SANITIZE), *paths],
+                         cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-4000:]
+
+
+# ------------------------------------------------------------------------------------------------ partial records
+
+
+@pytest.mark.skipif(not (H200_PROFILE_RECORDS / "workloads.jsonl").exists(), reason="H200 profile records absent")
+def test_partial_h200_profile_names_what_is_missing():
+    kernels, workloads = prof_report.load_profile_records(H200_PROFILE_RECORDS)
+    coverage = prof_report.coverage_table(kernels, workloads)
+    assert (coverage.loc[coverage["role"] == "seven", "status"] == "ok").all()
+    assert prof_report.missing_runs(coverage, role="sweep") == ["llama_infer@3b", "llama_infer@8b"]
+    assert "vit_b16_infer@b16" in prof_report.missing_runs(coverage)
+    # the interrupted llama 3b run left kernel rows but no workload row: reported, not used
+    assert coverage.set_index("workload_key").loc["llama_infer@3b", "kernel_rows"] > 0
+    table = prof_report.workload_table(kernels, workloads)
+    assert "llama_infer@3b" not in table.index
+    assert prof_report.sweep_table(table, workloads)["workload"].unique().tolist() == ["gpt2_train"]
+
+
+@pytest.mark.skipif(not (H200_DLRM_RECORDS / "evaluations.jsonl").exists(), reason="H200 DLRM records absent")
+def test_dlrm_missing_names_gaps():
+    table, machine = dlrm_report.load_run(H200_DLRM_RECORDS)
+    assert dlrm_report.missing(table, machine) == []
+    partial = table[table["problem_id"] > 2].copy()
+    partial.loc[partial["problem_id"] == 5, "compile_ms"] = float("nan")
+    notes = dlrm_report.missing(partial, {})
+    assert notes[0].startswith("machine.json absent")
+    assert "2 of 12 problems have no record: 1 EmbeddingBagSum, 2 EmbeddingBagWeightedVarLen" in notes
+    assert "torch.compile times absent for 1 of 10 problems (problems 5)" in notes
