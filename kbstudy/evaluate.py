@@ -437,7 +437,10 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
                 ref.child.send({"op": "verify", "trial": t, "sentinel": sentinel})
                 ref.child.send_bytes(outputs)
                 del outputs
-                verdict = ref.child.recv(cfg.run_timeout_s)
+                try:
+                    verdict = ref.child.recv(cfg.run_timeout_s)
+                except ChildTimeout as exc:
+                    raise ReferenceFailure(f"no verdict within the timeout: {exc}") from None
                 child.send({"op": "release"})
             if "error" in verdict:
                 return _finish(fields, {"outcome": "runtime_error", "error_message":
@@ -531,7 +534,11 @@ class ReferenceFailure(RuntimeError):
 def _reference_inputs(ref: _Reference, trial, cfg: EvalConfig) -> bytes:
     """The shared inputs of a trial from the reference process, still unopened (the orchestrator never opens them)."""
     ref.child.send({"op": "inputs", "trial": trial})
-    error, payload = unpack(ref.child.recv_bytes(cfg.run_timeout_s))
+    try:
+        packet = ref.child.recv_bytes(cfg.run_timeout_s)
+    except ChildTimeout as exc:  # the reference, not the candidate, is stuck
+        raise ReferenceFailure(f"no inputs within the timeout: {exc}") from None
+    error, payload = unpack(packet)
     if error is not None:
         raise ReferenceFailure(error["error"])
     return payload
@@ -629,8 +636,13 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
                     else:
                         fields = _run_candidate(pool, ref, cand, cfg, device, seeds)
                         if fields["outcome"] == "reference_error":
+                            # a fresh reference for the next candidate; if even that fails, the rest are recorded
                             ref.close()
-                            ref = _Reference(pool, problem, cfg, device)
+                            try:
+                                ref = _Reference(pool, problem, cfg, device)
+                                ref_error = None if ref.ok else ref.info["error"]
+                            except (ChildDied, ChildTimeout) as exc:
+                                ref, ref_error = None, f"reference process: {exc}"
                     _write(store, summary, problem, cand, cfg, hardware, settings, common, fields, ref_row)
                     _tick(bar, cand)
             finally:
