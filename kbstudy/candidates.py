@@ -10,8 +10,28 @@ Candidate sets load from
   the problem files' 1-based ids; ``display_name`` becomes the model configuration and the published speedups are
   kept in ``metadata``.
 
-Built-in *null candidates* (see :func:`null_candidates`) are generated per problem: the reference itself, an all-zeros
-output, and a constant equal to the reference's mean. They calibrate the verdicts: only the first may pass.
+Built-in *null candidates* (see :func:`null_candidates`) are generated per problem. They calibrate the verdicts:
+
+* ``reference``: the reference itself (must pass every verdict);
+* ``zeros``: an all-zeros output; ``mean``: a constant equal to the reference output's mean;
+* ``noise``: the reference plus noise at KernelBench's tolerance, ``out = ref + tol * u`` with ``u`` uniform in
+  [-1, 1) elementwise and ``tol`` KernelBench's atol = rtol of the output's dtype (fp32 1e-4, fp16/bf16 1e-2), so
+  ``|out - ref| <= atol`` everywhere and KernelBench's ``allclose`` passes by construction. Its relative L2 error is
+  ``tol / (sqrt(3) RMS(ref))``: kbstudy rejects it exactly where the output's scale is below about ``tol / (sqrt(3)
+  threshold)`` (fp32: RMS < 0.058, bf16: RMS < 0.29), i.e. where KernelBench's absolute tolerance is larger than
+  the signal it judges, and accepts it (rightly: it is accurate) elsewhere;
+* ``partial0.3``, ``partial10``, ``partial50``, ``partial90``: the reference computed in full, then only the first
+  k% (``floor(n k / 100)`` elements) of the flattened output copied into a fresh ``torch.empty_like``; the rest is
+  left as the allocator gave it (the paper's 283x kernel wrote 0.3% of its output);
+* ``lowprec``: the reference computed one precision lower and cast back: fp32 runs in fp16, fp16 runs in bf16
+  (weights and inputs cast, the model run in that dtype; where an op has no kernel for it, the inputs, weights and
+  output are rounded to it around a computation at the run's dtype instead); bf16 runs, having no lower torch
+  compute dtype that every op supports, round inputs, weights and output to 3 mantissa bits (fp8 e4m3's precision,
+  bf16's exponent range). Note: at fp32 kbstudy's threshold (1e-3) admits TF32 (unit roundoff 2^-11), which is
+  fp16's unit roundoff too, so fp32 ``lowprec`` on an elementwise problem is expected to pass kbstudy's check; the
+  calibration reports it rather than assumes it fails.
+
+:data:`CALIBRATION_NULLS` are the ones issue 3's calibration runs beside ``reference``.
 """
 
 from __future__ import annotations
@@ -190,17 +210,139 @@ class ModelNew(Model):
 """,
 }
 
+
+#: Helpers shared by the null candidates added for the calibration (prepended once to their source).
+_NULL_HELPERS = """
+
+def _kb_null_map(fn, out):
+    \"\"\"Apply ``fn`` to every floating tensor of a model output (a tensor, or a tuple/list of them).\"\"\"
+    if isinstance(out, (tuple, list)):
+        return type(out)(_kb_null_map(fn, o) for o in out)
+    if isinstance(out, torch.Tensor):
+        return fn(out)
+    return out
+
+
+def _kb_null_tolerance(dtype):
+    \"\"\"KernelBench's atol = rtol for an output dtype (get_tolerance_for_precision).\"\"\"
+    return 1e-4 if dtype in (torch.float32, torch.float64) else 1e-2
+
+
+def _kb_null_round_mantissa(x, bits):
+    \"\"\"``x`` rounded (to nearest even) to ``bits`` mantissa bits, keeping its dtype and float32's exponent range.\"\"\"
+    if not (isinstance(x, torch.Tensor) and x.is_floating_point()):
+        return x
+    i = x.to(torch.float32).contiguous().view(torch.int32)
+    drop = 23 - bits
+    lsb = (i >> drop) & 1
+    i = (i + ((1 << (drop - 1)) - 1) + lsb) & ~((1 << drop) - 1)
+    return i.view(torch.float32).to(x.dtype).reshape(x.shape)
+"""
+
+_PARTIAL_TEMPLATE = """
+
+class ModelNew(Model):
+    \"\"\"kbstudy null candidate: the reference, of which only the first {k}% of the flattened output is written into
+    a fresh ``torch.empty_like``; the rest is what the allocator gave (must fail kbstudy's verdict).\"\"\"
+
+    def forward(self, *args, **kwargs):
+        def partial(out):
+            buf = torch.empty_like(out, memory_format=torch.contiguous_format)
+            m = int(out.numel() * {k} / 100)
+            buf.view(-1)[:m] = out.reshape(-1)[:m]
+            return buf
+
+        return _kb_null_map(partial, super().forward(*args, **kwargs))
+"""
+
+_NULL_TEMPLATES.update({
+    "noise": """
+
+class ModelNew(Model):
+    \"\"\"kbstudy null candidate: the reference plus uniform noise of KernelBench's tolerance, |noise| <= atol
+    (passes KernelBench's check by construction; kbstudy rejects it where the output's scale is below atol's).\"\"\"
+
+    def forward(self, *args, **kwargs):
+        out = super().forward(*args, **kwargs)
+        gen = torch.Generator(device=_kb_null_device(out)).manual_seed(20240)
+
+        def noisy(o):
+            if not o.is_floating_point():
+                return o
+            u = torch.rand(o.shape, generator=gen, device=o.device, dtype=torch.float32) * 2 - 1
+            return (o.to(torch.float32) + _kb_null_tolerance(o.dtype) * u).to(o.dtype)
+
+        return _kb_null_map(noisy, out)
+
+
+def _kb_null_device(out):
+    first = out[0] if isinstance(out, (tuple, list)) else out
+    return first.device if isinstance(first, torch.Tensor) else "cpu"
+""",
+    **{f"partial{k}": _PARTIAL_TEMPLATE.replace("{k}", k) for k in ("0.3", "10", "50", "90")},
+    "lowprec": """
+
+class ModelNew(Model):
+    \"\"\"kbstudy null candidate: the reference computed one precision lower (fp32 -> fp16, fp16 -> bf16; bf16 ->
+    3 mantissa bits, emulated by rounding) and cast back to the run's dtype.\"\"\"
+
+    def _kb_dtype(self, args):
+        for x in list(args) + list(self.parameters()) + list(self.buffers()):
+            if isinstance(x, torch.Tensor) and x.is_floating_point():
+                return x.dtype
+        return torch.float32
+
+    def _kb_emulated(self, args, kwargs, rounder):
+        if "_kb_rounded" not in self.__dict__:
+            import copy
+            twin = copy.deepcopy(self)
+            with torch.no_grad():
+                for t in list(twin.parameters()) + list(twin.buffers()):
+                    if t.is_floating_point():
+                        t.copy_(rounder(t))
+            self.__dict__["_kb_rounded"] = twin
+        out = Model.forward(self.__dict__["_kb_rounded"], *[rounder(a) for a in args], **kwargs)
+        return _kb_null_map(rounder, out)
+
+    def forward(self, *args, **kwargs):
+        dtype = self._kb_dtype(args)
+        low = {torch.float32: torch.float16, torch.float16: torch.bfloat16}.get(dtype)
+        if low is None:
+            return self._kb_emulated(args, kwargs, lambda x: _kb_null_round_mantissa(x, 3))
+        try:
+            if "_kb_low" not in self.__dict__:
+                import copy
+                self.__dict__["_kb_low"] = copy.deepcopy(self).to(low)
+            low_args = [a.to(low) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+            out = Model.forward(self.__dict__["_kb_low"], *low_args, **kwargs)
+            return _kb_null_map(lambda o: o.to(dtype) if o.is_floating_point() else o, out)
+        except (RuntimeError, NotImplementedError):  # no kernel for the low dtype on this device
+            return self._kb_emulated(args, kwargs, lambda x: x.to(low).to(x.dtype)
+                                     if isinstance(x, torch.Tensor) and x.is_floating_point() else x)
+""",
+})
+
+#: Every null candidate kind, in a fixed order (``null:all`` on the command line).
 NULL_CANDIDATES = tuple(_NULL_TEMPLATES)
+#: The null candidates of the calibration (issue 3, part 1), run beside ``null:reference``.
+CALIBRATION_NULLS = ("zeros", "mean", "noise", "partial0.3", "partial10", "partial50", "partial90", "lowprec")
+_FIRST_NULLS = ("reference", "zeros", "mean")  # kept byte-identical: their sources (and record keys) predate helpers
 
 
 def null_candidates(problem: Problem, kinds: Iterable[str] = NULL_CANDIDATES) -> list[Candidate]:
-    """The null candidates of one problem, each with model configuration ``null:<kind>``.
+    """The null candidates of one problem, each with model configuration ``null:<kind>`` and backend ``torch``.
 
-    Raises ``KeyError`` for an unknown kind (known: ``reference``, ``zeros``, ``mean``).
+    Args:
+        problem: the problem; each candidate's source is the problem's source followed by a ``ModelNew(Model)``.
+        kinds: kinds from :data:`NULL_CANDIDATES` (the module docstring says what each outputs).
+    Raises ``KeyError`` for an unknown kind.
     """
     out = []
     for kind in kinds:
-        source = problem.source.rstrip() + "\n" + _NULL_TEMPLATES[kind]
+        template = _NULL_TEMPLATES[kind]
+        if kind not in _FIRST_NULLS:
+            template = _NULL_HELPERS + template
+        source = problem.source.rstrip() + "\n" + template
         out.append(make_candidate(source, level=problem.level, problem_id=problem.problem_id,
                                   model_config=f"null:{kind}", backend="torch", origin=f"kbstudy:null:{kind}"))
     return out

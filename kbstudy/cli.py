@@ -113,6 +113,63 @@ def eval_command(
         print_summary(frame[frame.run == cfg.run], f"{cfg.run}: {precision}, size scale {size_scale}")
 
 
+@app.command("calibrate")
+def calibrate_command(
+    problems: Path = typer.Option(..., help="KernelBench checkout, folder of problems, or JSONL/Parquet export"),
+    out: Path = typer.Option(..., help="records folder prefix: one folder per precision, <out>-<precision>"),
+    level: Optional[List[int]] = typer.Option(None, help="keep these levels"),
+    problem_id: Optional[List[int]] = typer.Option(None, "--problem-id", help="keep these problem ids"),
+    precision: Optional[List[str]] = typer.Option(None, help="fp32, fp16, bf16; repeat for several (default fp32 "
+                                                             "and bf16)"),
+    device: str = typer.Option("auto", help="auto, cpu, cuda or cuda:N"),
+    size_scale: float = typer.Option(1.0, help="shrink problem sizes by this factor (0 < s <= 1)"),
+    trials: int = typer.Option(5, help="correctness trials (KernelBench: 5)"),
+    run_timeout: float = typer.Option(300.0, help="s allowed per call stage of one candidate"),
+    cache_dir: Path = typer.Option(Path(".cache/kbstudy"), help="build cache"),
+    progress: bool = typer.Option(True, help="show a progress bar"),
+) -> None:
+    """Null-candidate calibration (issue 3, part 1): null:reference and every calibration null on every problem,
+    per precision, through the same evaluation path as `eval`; no candidate or baseline timing. Prints which nulls
+    pass KernelBench's check and kbstudy's, and the problems whose reference is degenerate."""
+    from kbstudy.calibration import calibration_findings, print_calibration
+    from kbstudy.candidates import CALIBRATION_NULLS, null_candidates
+    from kbstudy.evaluate import EvalConfig, evaluate_batch
+    from kbstudy.problems import ProblemLoadError, load_problems
+    from kbstudy.records import RecordStore
+
+    precisions = list(precision or ["fp32", "bf16"])
+    bad = [p for p in precisions if p not in ("fp32", "fp16", "bf16")]
+    if bad:
+        _fail(f"unknown precision {bad[0]!r} (fp32, fp16 or bf16)")
+    if not 0 < size_scale <= 1:
+        _fail(f"--size-scale must be in (0, 1], got {size_scale}")
+    try:
+        probs = load_problems(problems, levels=level, problem_ids=problem_id)
+    except (FileNotFoundError, ProblemLoadError) as exc:
+        _fail(str(exc))
+    if not probs:
+        _fail("no problems selected")
+    cands = [c for p in probs for c in null_candidates(p, ("reference",) + CALIBRATION_NULLS)]
+    failures = 0
+    for prec in precisions:
+        folder = out.parent / f"{out.name}-{prec}"
+        store = RecordStore(folder)
+        cfg = EvalConfig(run=folder.name, precision=prec, device=device, size_scale=size_scale, trials=trials,
+                         compile_baseline=False, eager_baseline=False, time_candidates=False,
+                         run_timeout_s=run_timeout, cache_dir=str(cache_dir), progress=progress)
+        try:
+            summary = evaluate_batch(probs, cands, store, cfg)
+        except RuntimeError as exc:
+            _fail(str(exc))
+        typer.echo(f"{folder}: {summary.written} records written, {summary.already_done} already present, "
+                   f"{summary.seconds:.1f} s")
+        findings = calibration_findings(store.evaluations_frame(), store.references_frame())
+        print_calibration(findings, f"calibration {prec}, size scale {size_scale}")
+        failures += int(findings["violation"].sum()) if len(findings) else 0
+    typer.echo(f"{failures} null candidates pass kbstudy's check on a non-degenerate problem (must be 0; "
+               "noise and lowprec excepted: see kbstudy.calibration)")
+
+
 @app.command("export")
 def export_command(records: Path = typer.Argument(..., help="records folder")) -> None:
     """Write evaluations.parquet and references.parquet beside the JSONL files."""

@@ -101,10 +101,17 @@ class EvalConfig:
     # keep one idle child ahead: on a GPU it creates its CUDA context (seconds) while the previous candidate runs;
     # None: on for CUDA, off for CPU (where it would compete for the cores being timed)
     spare_process: bool | None = None
+    # coverage's second sentinel on odd trials (kbstudy.verify); on a CPU through a dispatch mode
+    second_sentinel: bool = True
+    # trial 1 reuses trial 0's input storage with new values (catches results cached by shape or pointer)
+    storage_reuse_trial: bool = True
 
     def settings_key(self) -> str:
-        """The settings that change what a record means (part of its key): trials, seed, input placement."""
-        return f"trials={self.trials};seed={self.seed};inputs_on_device={self.inputs_on_device}"
+        """The settings that change what a record means (part of its key): trials, seed, input placement, and the
+        verifier's checks (a record made without the second sentinel or the storage-reuse trial is a different
+        evaluation, so a rerun with them on evaluates again rather than reusing it)."""
+        return (f"trials={self.trials};seed={self.seed};inputs_on_device={self.inputs_on_device};"
+                f"checks=v2;second_sentinel={self.second_sentinel};storage_reuse_trial={self.storage_reuse_trial}")
 
 
 @dataclasses.dataclass
@@ -424,9 +431,13 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
         for t, seed in enumerate(seeds):
             with clock("inputs"):
                 inputs = _reference_inputs(ref, t, cfg)
-            sentinel = FLOAT_SENTINEL if (device.startswith("cuda") and t % 2 == 1) else "nan"
+            # the second sentinel on odd trials (GPU: poisoned allocator; CPU: a dispatch mode filling fresh tensors)
+            sentinel = FLOAT_SENTINEL if (cfg.second_sentinel and t % 2 == 1) else "nan"
+            # trial 1 runs on trial 0's input storage with its own values: a result cached by shape, pointer or
+            # object identity comes back stale (kbstudy.worker, "storage reuse")
+            reuse = cfg.storage_reuse_trial and t == 1
             with clock("run_first" if t == 0 else "run"):
-                child.send({"op": "run", "trial": t, "seed": seed, "sentinel": sentinel,
+                child.send({"op": "run", "trial": t, "seed": seed, "sentinel": sentinel, "reuse_inputs": reuse,
                             "output_bytes": ref.info.get("output_bytes", 0)})
                 child.send_bytes(inputs)
                 del inputs
@@ -447,6 +458,7 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
                                         "the candidate's outputs could not be judged: " + verdict["error"]})
             kb_trials.append(verdict["kernelbench"])
             kbs_trials.append(verdict["kbstudy"])
+            _note_integrity(fields["metadata"], t, verdict.get("integrity") or {})
         combined = combine(kb_trials, kbs_trials, cfg.precision)
         verdict_meta = combined.pop("metadata_verdict")
         fields.update(combined)
@@ -488,6 +500,20 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
             child.kill()  # known hung or dead: no grace period
         else:
             child.close(grace_s=5)
+
+
+def _note_integrity(metadata: dict, trial: int, integrity: dict) -> None:
+    """Record a trial's integrity findings in the record's metadata: ``inputs_mutated`` (``[[trial, [input
+    indices]], ...]``), ``global_state_changes`` (the changes first seen, with their trial), ``stale_output_trials``,
+    and ``storage_reuse_trial`` (the trial that ran on the previous trial's input storage)."""
+    if integrity.get("inputs_mutated"):
+        metadata.setdefault("inputs_mutated", []).append([trial, list(integrity["inputs_mutated"])])
+    if integrity.get("global_state") and "global_state_changes" not in metadata:
+        metadata["global_state_changes"] = {"trial": trial, "changes": list(integrity["global_state"])[:50]}
+    if integrity.get("stale_output"):
+        metadata.setdefault("stale_output_trials", []).append(trial)
+    if integrity.get("reused_inputs"):
+        metadata["storage_reuse_trial"] = trial
 
 
 def _finish(fields: dict, result: dict) -> dict:
@@ -685,7 +711,10 @@ def _time_reference(ref: _Reference | None, ref_error: str | None, key: str, pro
         return {**row, "outcome": "reference_error", "error_message": ref_error}
     row.update({"output_shape": ref.info.get("output_shape"), "output_dtype": ref.info.get("output_dtype"),
                 "reference_dtype": ref.info.get("reference_dtype"),
-                "metadata": {"tf32_matmul": ref.info.get("tf32_matmul"), "tf32_cudnn": ref.info.get("tf32_cudnn")}})
+                **{k: ref.info.get(k) for k in ("output_rms", "degenerate", "degenerate_constant", "degenerate_inputs")},
+                "metadata": {"tf32_matmul": ref.info.get("tf32_matmul"), "tf32_cudnn": ref.info.get("tf32_cudnn"),
+                             **{k: ref.info[k] for k in ("output_rel_std", "degeneracy_error")
+                                if ref.info.get(k) is not None}}})
     try:
         result = ref.request({"op": "time", "eager": cfg.eager_baseline, "compile": cfg.compile_baseline,
                               "timing": cfg.timing}, timeout=max(cfg.run_timeout_s, cfg.load_timeout_s))

@@ -100,6 +100,10 @@ class EvaluationRecord:
     rel_l2_threshold: float | None = None
     coverage: float | None = None
     coverage_threshold: float | None = None
+    coverage_sentinels: list | None = None
+    # recorded metrics (kbstudy.verify's docstring has their formulas; they do not decide the verdict yet)
+    max_abs_error_normalized: float | None = None
+    elementwise_rel_error_max: float | None = None
     shape_ok: bool | None = None
     dtype_ok: bool | None = None
     reference_dtype: str | None = None
@@ -181,6 +185,11 @@ class ReferenceRecord:
     output_shape: list | None = None
     output_dtype: str | None = None
     reference_dtype: str | None = None
+    # is the problem degenerate? (kbstudy.reference.ReferenceSession.degeneracy: a finding about the problem)
+    output_rms: float | None = None
+    degenerate: bool | None = None
+    degenerate_constant: bool | None = None
+    degenerate_inputs: list | None = None
     schema_version: int = SCHEMA_VERSION
     git_commit: str | None = None
     kbstudy_version: str | None = None

@@ -13,8 +13,8 @@ see ``kbstudy.execution.share``):
 * ``{"op": "init_inputs"}`` -> ``{"init_inputs": [...]}``
 * ``{"op": "inputs", "trial": t}`` -> a packet (``execution.pack_shared`` of the inputs, or ``pack_error``);
   ``t`` is a trial index or ``"timing"``
-* ``{"op": "verify", "trial": t, "sentinel": s}`` then bytes of the candidate's shared outputs
-  -> ``{"kernelbench": KernelBenchTrial, "kbstudy": KbstudyTrial}``
+* ``{"op": "verify", "trial": t, "sentinel": s}`` then bytes of the candidate's shared outputs (with the worker's
+  ``integrity`` report) -> ``{"kernelbench": KernelBenchTrial, "kbstudy": KbstudyTrial, "integrity": {...}}``
 * ``{"op": "time", "eager": bool, "compile": bool}`` -> ``{"eager": [ms...], "compile": [ms...], "compile_error": ...}``
 * ``{"op": "close"}``
 """
@@ -26,6 +26,12 @@ import copy
 from typing import Any
 
 from kbstudy import execution, verify
+
+#: A reference output is constant when std / RMS of its float64 values is below this (or all elements are equal).
+CONSTANT_REL_STD = 1e-6
+#: An output is unchanged by an input's replacement when |r' - r| <= RTOL |r| + ATOL_REL RMS(r) everywhere.
+UNCHANGED_RTOL = 1e-9
+UNCHANGED_ATOL_REL = 1e-12
 
 
 class ReferenceSession:
@@ -124,15 +130,130 @@ class ReferenceSession:
             oldest = next(k for k in self.cache if k != keep)
             del self.cache[oldest]
 
-    def verify(self, trial, outputs: list, sentinel, forms: list[str] | None = None) -> dict:
+    def verify(self, trial, outputs: list, sentinel, forms: list[str] | None = None,
+               integrity: dict | None = None) -> dict:
+        """Both verdicts on one trial's candidate outputs, then the integrity checks.
+
+        Args:
+            trial: correctness trial index.
+            outputs: the candidate's outputs (plain tensors; their real types are in ``forms``).
+            sentinel: ``"nan"`` or the float the unwritten memory held (see ``verify.kbstudy_trial``).
+            forms: ``module.qualname`` of each output's type as the candidate returned it.
+            integrity: the worker's report: ``inputs_mutated`` (input indices), ``global_state`` (lines of
+                ``worker.global_state_diff``), ``reused_inputs`` (this trial ran on the previous trial's storage).
+        Returns ``{"kernelbench": KernelBenchTrial, "kbstudy": KbstudyTrial, "integrity": dict}``. An integrity
+        violation fails kbstudy's trial (``inputs_mutated`` > ``global_state`` > ``stale_output``); ``stale_output``
+        is a failed value check on a storage-reuse trial whose outputs pass kbstudy's check against the *previous*
+        trial's expected outputs (a result cached by shape, pointer or object identity).
+        """
         _, expected, expected64 = self.trial(trial)
         kb = verify.kernelbench_trial(expected, outputs, self.precision)
         if any(form != "torch.Tensor" for form in forms or []):
             # the worker sent plain views of what the candidate returned; its real types are in ``forms``
-            kbs = verify.KbstudyTrial(False, "not_a_dense_tensor", None, None, f"output types {forms}")
+            kbs = verify.KbstudyTrial(False, "not_a_dense_tensor", None, None, f"output types {forms}",
+                                      sentinel=verify.sentinel_label(sentinel))
         else:
             kbs = verify.kbstudy_trial(expected, expected64, outputs, self.precision, sentinel)
-        return {"kernelbench": kb, "kbstudy": kbs}
+        integrity = dict(integrity or {})
+        if integrity.get("inputs_mutated"):
+            kbs = verify.integrity_failure(kbs, "inputs_mutated",
+                                           f"inputs {integrity['inputs_mutated']} changed by the call")
+        elif integrity.get("global_state"):
+            kbs = verify.integrity_failure(kbs, "global_state", "; ".join(integrity["global_state"])[:2000])
+        elif (integrity.get("reused_inputs") and int(trial) > 0
+              and kbs.failure in ("rel_l2", "mismatch", "nonfinite")):
+            _, previous, previous64 = self.trial(int(trial) - 1)
+            if verify.kbstudy_trial(previous, previous64, outputs, self.precision, sentinel).passed:
+                integrity["stale_output"] = True
+                kbs = verify.integrity_failure(kbs, "stale_output", f"trial {trial} ran on trial {int(trial) - 1}'s "
+                                               "input storage with new values and returned trial "
+                                               f"{int(trial) - 1}'s answer")
+        return {"kernelbench": kb, "kbstudy": kbs, "integrity": integrity}
+
+    # ------------------------------------------------------------------------------------------------ degeneracy
+    def _outputs64(self, inputs: list, seed: int) -> list:
+        """The float64 reference's outputs on ``inputs`` (the precision reference's where float64 is unavailable)."""
+        import torch
+
+        execution.set_seed(seed)
+        if self.model64 is None:
+            return execution.flatten_outputs(self.model(*inputs))
+        inputs64 = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+                    for x in inputs]
+        return execution.flatten_outputs(self.model64(*inputs64))
+
+    @staticmethod
+    def _unchanged(a: list, b: list, rms: float) -> bool:
+        import torch
+
+        for x, y in zip(a, b):
+            if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
+                if x != y:
+                    return False
+                continue
+            if x.shape != y.shape:
+                return False
+            x64, y64 = x.to(torch.float64), y.to(torch.float64)
+            same_nan = torch.isnan(x64) & torch.isnan(y64)
+            close = (x64 - y64).abs() <= UNCHANGED_RTOL * y64.abs() + UNCHANGED_ATOL_REL * rms
+            if not bool((close | same_nan | (x64 == y64)).all()):
+                return False
+        return True
+
+    def degeneracy(self) -> dict:
+        """Is the problem degenerate, so that a null candidate can pass it honestly? (A finding about the problem.)
+
+        * ``degenerate_constant``: the first trial's float64 output (first floating output) is all zero or empty, or
+          has more than one element and all of them equal, or ``std(r) / RMS(r) < CONSTANT_REL_STD`` over its finite
+          elements;
+        * ``degenerate_inputs``: indices ``i`` of tensor inputs such that replacing input ``i`` alone by a fresh draw
+          (``get_inputs()`` under seed ``trial_seed[0] + 1``) leaves every output within
+          ``UNCHANGED_RTOL |r| + UNCHANGED_ATOL_REL RMS(r)`` of the original (same seed for the model's own RNG); an
+          input whose fresh draw equals the original is not tested.
+
+        Returns ``{"output_rms": float|None (output units), "output_rel_std": float|None, "degenerate_constant":
+        bool|None, "degenerate_inputs": list[int]|None, "degenerate": bool|None, "degeneracy_error": str|None}``;
+        ``None`` values and an error text when the check itself failed (it never raises).
+        """
+        import math
+
+        import torch
+
+        result = {"output_rms": None, "output_rel_std": None, "degenerate_constant": None,
+                  "degenerate_inputs": None, "degenerate": None, "degeneracy_error": None}
+        try:
+            inputs, expected, expected64 = self.trial(0)
+            floating = [x for x in expected64 if isinstance(x, torch.Tensor) and x.is_floating_point()]
+            rms = 0.0
+            if floating:
+                flat = floating[0].reshape(-1).to(torch.float64)
+                flat = flat[torch.isfinite(flat)]
+                n = flat.numel()
+                rms = math.sqrt(float((flat * flat).sum()) / n) if n else 0.0
+                std = float(flat.std(unbiased=False)) if n else 0.0
+                result["output_rms"] = rms
+                result["output_rel_std"] = std / rms if rms > 0 else None
+                # a single element has no spread to measure: only a zero counts (input dependence is tested below)
+                result["degenerate_constant"] = bool(n == 0 or rms == 0.0 or (n > 1 and (
+                    bool((flat == flat[0]).all()) or std <= CONSTANT_REL_STD * rms)))
+            else:
+                result["degenerate_constant"] = False  # integer/bool outputs: judged exactly, no scale
+            seed = self.trial_seeds[0] if self.trial_seeds else self.timing_seed
+            fresh = self._make_inputs((seed + 1) % (2**32))
+            base = self._outputs64(inputs, seed) if self.model64 is None else expected64
+            unchanged = []
+            for i, (x, y) in enumerate(zip(inputs, fresh)):
+                if not isinstance(x, torch.Tensor) or ReferenceSession._unchanged([y], [x], 0.0):
+                    continue  # not a tensor, or the fresh draw is the same value: cannot tell
+                replaced = list(inputs)
+                replaced[i] = y
+                if self._unchanged(self._outputs64(replaced, seed), base, rms):
+                    unchanged.append(i)
+            result["degenerate_inputs"] = unchanged
+            result["degenerate"] = bool(result["degenerate_constant"] or unchanged)
+        except Exception as exc:  # noqa: BLE001 - a finding we could not establish is recorded as unknown
+            result["degeneracy_error"] = execution.error_text(exc, 1000)
+        return result
 
     # ------------------------------------------------------------------------------------------------ timing
     def time(self, eager: bool, compiled: bool, timing: dict) -> dict:
@@ -155,6 +276,8 @@ class ReferenceSession:
         return result
 
     def describe(self) -> dict:
+        """What the orchestrator records about the reference: first output's shape and dtype, bytes of all outputs,
+        the dtype the kbstudy verdict compares against, TF32 flags, and :meth:`degeneracy`'s fields."""
         import torch
 
         _, expected, _ = self.trial(0)
@@ -166,6 +289,7 @@ class ReferenceSession:
             "reference_dtype": self.reference_dtype,
             "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
             "tf32_cudnn": torch.backends.cudnn.allow_tf32,
+            **self.degeneracy(),
         }
 
 
@@ -197,7 +321,7 @@ def serve(conn, job: dict) -> None:
             elif op == "verify":
                 outputs = execution.unshare(conn.recv_bytes())
                 result = session.verify(request["trial"], outputs.get("outputs", []), request.get("sentinel", "nan"),
-                                        outputs.get("forms"))
+                                        outputs.get("forms"), outputs.get("integrity"))
                 del outputs
                 conn.send(result)
             elif op == "time":

@@ -14,8 +14,9 @@ an output whose magnitude is below ``atol`` everywhere (e.g. all zeros against a
 1. *form*: the output is a plain dense ``torch.Tensor`` (not a subclass, not sparse), with the reference's shape and
    dtype;
 2. *coverage*: the fraction of elements the candidate wrote. Before the call the worker makes fresh allocations hold a
-   sentinel (NaN or the integer maximum via PyTorch's ``fill_uninitialized_memory``; on a GPU, alternate trials poison
-   the caching allocator's free blocks with a finite float sentinel instead), and an element still holding the
+   sentinel (NaN or the integer maximum via PyTorch's ``fill_uninitialized_memory``; on odd trials a finite float
+   sentinel instead, poisoned into the caching allocator's free blocks on a GPU and written into fresh dispatcher
+   allocations on a CPU, see below), and an element still holding the
    sentinel where the float64 reference does not is unwritten. Threshold: every element must be written
    (coverage = 1), since a correct kernel writes all of its output;
 3. *accuracy*: relative L2 error against a float64 reference computed from the same (precision-rounded) inputs,
@@ -26,9 +27,41 @@ an output whose magnitude is below ``atol`` everywhere (e.g. all zeros against a
    output achieves (1.0 for zeros; the coefficient of variation for a constant). Integer and bool outputs must match
    exactly.
 
-A candidate is kbstudy-correct when every output of every trial passes all three. The first failing check is kept as
+4. *integrity* (judged from what the worker reports beside the outputs, see ``kbstudy.worker``): the candidate left
+   its inputs as it received them (``inputs_mutated``), left torch's global state as the worker found it before the
+   candidate was loaded (``global_state``: ``torch.backends`` flags, matmul precision, deterministic mode, thread
+   count, and the identities of torch functions a reference or the harness calls), and did not return a stale result
+   on the storage-reuse trial (``stale_output``, below).
+
+A candidate is kbstudy-correct when every output of every trial passes all four. The first failing check is kept as
 ``kbstudy_failure`` (``not_a_dense_tensor``, ``output_count``, ``shape``, ``dtype``, ``coverage``, ``nonfinite``,
-``rel_l2``, ``mismatch``).
+``rel_l2``, ``mismatch``, ``inputs_mutated``, ``global_state``, ``stale_output``).
+
+**Recorded metrics that do not (yet) decide the verdict.** Over the finite elements of the float64 reference ``r``
+(n of them) and the candidate's output ``o`` (upcast to float64), with ``RMS(r) = ||r||_2 / sqrt(n)``:
+
+* ``max_abs_error_normalized = max_i |o_i - r_i| / RMS(r)``: the worst element's error in units of the output's own
+  scale (scale-invariant, like the relative L2 error, but sensitive to a few bad elements that the L2 norm averages
+  away: a kernel wrong on one element in a million has rel L2 ~ 1e-3 but this metric ~ 1);
+* ``elementwise_rel_error_max = max_i |o_i - r_i| / max(|r_i|, floor)`` with
+  ``floor = sqrt(eps(dtype)) * RMS(r)``, ``eps`` the machine epsilon of the run's dtype (``torch.finfo``: fp32
+  1.19e-7, fp16 9.77e-4, bf16 7.81e-3). Why this floor: a plain relative error blows up wherever the reference
+  crosses zero, and an honest kernel's absolute error there is not zero but about ``c * eps * RMS(r)`` (rounding of
+  terms of the output's scale that cancel; ``c`` grows like sqrt(K) for a K-term reduction, Higham, *Accuracy and
+  Stability of Numerical Algorithms*, 2nd ed., sec. 3.1). Above the floor the metric is the true relative error
+  (honest: ~eps); below it an honest error reads at most ``c * eps / sqrt(eps) = c * sqrt(eps)`` (fp32 ~3.5e-4 c,
+  bf16 ~0.09 c), while a wrong value of the output's scale at a near-zero element reads ``1/sqrt(eps)`` (fp32 ~2900,
+  bf16 ~11). The geometric mean of the two regimes (relative ``eps``, absolute ``1``) keeps both apart;
+* ``coverage`` with two sentinels: NaN / the integer maximum (PyTorch's ``fill_uninitialized_memory``) on even
+  trials, and on odd trials a finite float sentinel (:data:`FLOAT_SENTINEL`), on a GPU poisoned into the caching
+  allocator, on a CPU written into every tensor the candidate allocates through PyTorch's dispatcher (a
+  ``TorchDispatchMode`` filling ``empty``/``empty_like``/``empty_strided``/``new_empty`` results; memory a C++
+  extension obtains outside the dispatcher, or ``malloc`` reuse, is not covered on a CPU, where NaN fill is the
+  primary sentinel). A value that coincides with one sentinel cannot coincide with both, so an element counted as
+  unwritten under both is unwritten; ``coverage_sentinels`` on each record says which sentinels its trials used.
+
+Thresholds per precision for these metrics are not set yet: they need the spread of honest implementations on the
+GPU (issue 3, part 2); until then only the relative L2 error, coverage, form and integrity decide.
 """
 
 from __future__ import annotations
@@ -61,11 +94,41 @@ class KernelBenchTrial:
 
 @dataclasses.dataclass
 class KbstudyTrial:
+    """One trial of kbstudy's check. ``rel_l2``, ``max_abs_norm`` and ``elem_rel`` are the worst over the trial's
+    outputs (None where the check stopped before measuring them); ``coverage`` is the smallest."""
+
     passed: bool
     failure: str | None
     rel_l2: float | None
     coverage: float | None
     detail: str | None = None
+    max_abs_norm: float | None = None
+    elem_rel: float | None = None
+    sentinel: str | None = None
+
+
+#: Integrity failures, in the order they are reported when several apply (see ``kbstudy.worker``).
+INTEGRITY_FAILURES = ("inputs_mutated", "global_state", "stale_output")
+
+
+def sentinel_label(sentinel: str | float | None) -> str:
+    """The name of a sentinel as recorded in ``coverage_sentinels``: ``"nan"`` or the float's ``repr``."""
+    return "nan" if sentinel in (None, "nan") else repr(float(sentinel))
+
+
+def elementwise_floor(rms: float, dtype) -> float:
+    """The floor of ``elementwise_rel_error_max``: ``sqrt(eps(dtype)) * rms`` (see the module docstring).
+
+    Args:
+        rms: RMS of the finite float64 reference elements (same units as the output).
+        dtype: the run's floating dtype (``torch.float32``/``float16``/``bfloat16``); a non-floating dtype uses
+            float32's epsilon.
+    Returns the floor in the output's units (0.0 for an all-zero reference).
+    """
+    import torch
+
+    eps = torch.finfo(dtype).eps if dtype.is_floating_point else torch.finfo(torch.float32).eps
+    return math.sqrt(eps) * rms
 
 
 def is_dense_tensor(x: Any) -> bool:
@@ -131,34 +194,56 @@ def _sentinel_mask(out, ref64, sentinel: str | float):
 
 def kbstudy_trial(reference: Sequence, reference64: Sequence, candidate: Sequence, precision: str,
                   sentinel: str | float = "nan") -> KbstudyTrial:
-    """kbstudy's per-trial check (see the module docstring).
+    """kbstudy's per-trial check (see the module docstring) and its recorded metrics.
 
     Args:
         reference: the reference's outputs at the run's precision (shape/dtype authority).
         reference64: the reference's outputs computed in float64 (or the reference dtype where float64 failed).
         candidate: the candidate's outputs, flattened.
         precision: ``fp32``, ``fp16`` or ``bf16`` (selects the relative-L2 threshold).
-        sentinel: ``"nan"`` (fill_uninitialized_memory) or the float value the allocator was poisoned with.
+        sentinel: ``"nan"`` (fill_uninitialized_memory) or the float value unwritten memory was filled with.
+    Returns a :class:`KbstudyTrial`: rel L2 (dimensionless), ``max_abs_norm`` = max|o - r| / RMS(r),
+    ``elem_rel`` = max|o - r| / max(|r|, sqrt(eps) RMS(r)) (worst over outputs; None where not measured),
+    coverage in [0, 1]. Memory: float64 chunks of :data:`CHUNK` elements. Raises nothing for bad outputs (they are
+    failures); raises ``KeyError`` for an unknown precision.
     """
     import torch
 
+    label = sentinel_label(sentinel)
     if len(candidate) != len(reference):
-        return KbstudyTrial(False, "output_count", None, None, f"{len(candidate)} outputs, expected {len(reference)}")
+        return KbstudyTrial(False, "output_count", None, None, f"{len(candidate)} outputs, expected {len(reference)}",
+                            sentinel=label)
     threshold = REL_L2_THRESHOLD[precision]
-    worst_rel, min_cov = 0.0, 1.0
+    worst_rel, min_cov, worst_abs, worst_elem = 0.0, 1.0, None, None
+
+    def fail(failure, rel, cov, detail):
+        return KbstudyTrial(False, failure, rel, cov, detail, worst_abs, worst_elem, label)
+
     for ref, ref64, out in zip(reference, reference64, candidate):
         if not is_dense_tensor(out):
-            return KbstudyTrial(False, "not_a_dense_tensor", None, None, f"got {type(out).__name__}")
+            return fail("not_a_dense_tensor", None, None, f"got {type(out).__name__}")
         if out.shape != ref.shape:
-            return KbstudyTrial(False, "shape", None, None, f"{tuple(out.shape)} != {tuple(ref.shape)}")
+            return fail("shape", None, None, f"{tuple(out.shape)} != {tuple(ref.shape)}")
         if out.dtype != ref.dtype:
-            return KbstudyTrial(False, "dtype", None, None, f"{out.dtype} != {ref.dtype}")
+            return fail("dtype", None, None, f"{out.dtype} != {ref.dtype}")
         if out.device != ref64.device:
             out = out.to(ref64.device)
         flat_out, flat_ref = out.reshape(-1), ref64.reshape(-1)
         n = flat_out.numel()
         unwritten, err_sq, ref_sq, nonfinite_mismatch, mismatches = 0, 0.0, 0.0, 0, 0
         exact = not (out.is_floating_point() or out.is_complex())
+        floor, rms = 0.0, 0.0
+        if not exact:
+            # first pass: the reference's RMS over its finite elements (the scale of the normalized metrics)
+            sq, count = 0.0, 0
+            for start in range(0, n, CHUNK):
+                r = flat_ref[start:start + CHUNK].to(torch.float64)
+                finite = torch.isfinite(r)
+                sq += float(torch.linalg.vector_norm(torch.where(finite, r, 0.0)) ** 2)
+                count += int(finite.sum())
+            rms = math.sqrt(sq / count) if count else 0.0
+            floor = elementwise_floor(rms, out.dtype)
+        max_abs, max_elem = 0.0, 0.0
         for start in range(0, n, CHUNK):
             o = flat_out[start:start + CHUNK]
             r = flat_ref[start:start + CHUNK]
@@ -185,31 +270,55 @@ def kbstudy_trial(reference: Sequence, reference64: Sequence, candidate: Sequenc
                 diff = torch.where(bad, 0.0, of - ref_part)
             err_sq += float(torch.linalg.vector_norm(diff) ** 2)
             ref_sq += float(torch.linalg.vector_norm(ref_part) ** 2)
+            if diff.numel():
+                adiff = diff.abs()
+                max_abs = max(max_abs, float(adiff.max()))
+                if floor > 0:
+                    max_elem = max(max_elem, float((adiff / ref_part.abs().clamp_min(floor)).max()))
+                elif float(adiff.max()) > 0:
+                    max_elem = math.inf  # an all-zero reference: any error is infinitely relative
+        if not exact:
+            norm_abs = max_abs / rms if rms > 0 else (math.inf if max_abs > 0 else 0.0)
+            worst_abs = norm_abs if worst_abs is None else max(worst_abs, norm_abs)
+            worst_elem = max_elem if worst_elem is None else max(worst_elem, max_elem)
         coverage = 1.0 - unwritten / n if n else 1.0
         min_cov = min(min_cov, coverage)
         if coverage < COVERAGE_THRESHOLD:
-            return KbstudyTrial(False, "coverage", None, min_cov, f"{unwritten} of {n} elements unwritten")
+            return fail("coverage", None, min_cov, f"{unwritten} of {n} elements unwritten")
         if exact:
             if mismatches:
-                return KbstudyTrial(False, "mismatch", None, min_cov, f"{mismatches} of {n} elements differ")
+                return fail("mismatch", None, min_cov, f"{mismatches} of {n} elements differ")
             continue
         if nonfinite_mismatch:
-            return KbstudyTrial(False, "nonfinite", None, min_cov, f"{nonfinite_mismatch} non-finite elements differ")
+            return fail("nonfinite", None, min_cov, f"{nonfinite_mismatch} non-finite elements differ")
         rel = math.sqrt(err_sq) / math.sqrt(ref_sq) if ref_sq > 0 else math.sqrt(err_sq)
         worst_rel = max(worst_rel, rel)
         if not rel <= threshold:
-            return KbstudyTrial(False, "rel_l2", rel, min_cov, f"relative L2 error {rel:.3g} > {threshold:g}")
-    return KbstudyTrial(True, None, worst_rel, min_cov)
+            return fail("rel_l2", rel, min_cov, f"relative L2 error {rel:.3g} > {threshold:g}")
+    return KbstudyTrial(True, None, worst_rel, min_cov, None, worst_abs, worst_elem, label)
+
+
+def integrity_failure(trial: KbstudyTrial, failure: str, detail: str) -> KbstudyTrial:
+    """``trial`` failed with an integrity failure (one of :data:`INTEGRITY_FAILURES`), its measured metrics kept.
+
+    An integrity failure outranks the value checks: a candidate that mutated its inputs or the global state may have
+    produced right-looking values by doing so."""
+    return dataclasses.replace(trial, passed=False, failure=failure, detail=detail)
 
 
 def combine(kb_trials: list[KernelBenchTrial], kbs_trials: list[KbstudyTrial], precision: str) -> dict:
     """Record fields from the per-trial results: a verdict passes only if every trial passed. Metrics are the worst
-    over trials (max relative L2 error, min coverage, max of KernelBench's max abs diff)."""
+    over trials (max relative L2 error, max normalized/elementwise errors, min coverage, max of KernelBench's max abs
+    diff); ``coverage_sentinels`` lists the sentinels the trials used (see :func:`sentinel_label`). The key
+    ``metadata_verdict`` holds details for the record's metadata."""
     kb_pass = [t.passed for t in kb_trials]
     maxes = [t.max_abs_diff for t in kb_trials if t.max_abs_diff is not None]
     means = [t.mean_abs_diff for t in kb_trials if t.mean_abs_diff is not None]
     rels = [t.rel_l2 for t in kbs_trials if t.rel_l2 is not None]
     covs = [t.coverage for t in kbs_trials if t.coverage is not None]
+    abs_norm = [t.max_abs_norm for t in kbs_trials if t.max_abs_norm is not None]
+    elem = [t.elem_rel for t in kbs_trials if t.elem_rel is not None]
+    sentinels = sorted({t.sentinel for t in kbs_trials if t.sentinel is not None})
     first_fail = next((t for t in kbs_trials if not t.passed), None)
     first_kb_fail = next((t for t in kb_trials if not t.passed), None)
     return {
@@ -225,6 +334,9 @@ def combine(kb_trials: list[KernelBenchTrial], kbs_trials: list[KbstudyTrial], p
         "rel_l2_threshold": REL_L2_THRESHOLD[precision],
         "coverage": min(covs) if covs else None,
         "coverage_threshold": COVERAGE_THRESHOLD,
+        "coverage_sentinels": sentinels or None,
+        "max_abs_error_normalized": max(abs_norm) if abs_norm else None,
+        "elementwise_rel_error_max": max(elem) if elem else None,
         "metadata_verdict": {
             "kbstudy_detail": first_fail.detail if first_fail else None,
             "kernelbench_note": first_kb_fail.note if first_kb_fail else None,

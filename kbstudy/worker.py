@@ -11,12 +11,33 @@ Candidate worker protocol (messages from the orchestrator; replies are dicts, te
 
 1. ``{"role": "worker", "job": {...}}`` -> ``{"stage": "loaded"}`` or a failure
 2. ``{"op": "construct", "init_inputs": [...]}`` -> ``{"stage": "constructed"}`` or a failure
-3. per trial: ``{"op": "run", "trial": t, "seed": s, "sentinel": "nan"|float}`` then the inputs' bytes
-   -> bytes of ``share({"outputs": [...]})`` or a failure dict (pickled); then ``{"op": "release"}``
+3. per trial: ``{"op": "run", "trial": t, "seed": s, "sentinel": "nan"|float, "reuse_inputs": bool}`` then the
+   inputs' bytes -> bytes of ``share({"outputs": [...], "forms": [...], "integrity": {...}})`` or a failure dict
+   (pickled); then ``{"op": "release"}``
 4. ``{"op": "time", "timing": {...}}`` then the timing inputs' bytes -> ``{"samples": [ms, ...]}`` or a failure
 5. ``{"op": "exit"}``
 
 A failure is ``{"failure": <outcome category>, "error": <message>, "stage": ...}``.
+
+**Integrity checks** (device-agnostic; their verdicts are drawn in the reference process, ``kbstudy.verify``):
+
+* *inputs mutated*: an exact copy of each input tensor is kept before the call and compared after it (bitwise
+  equality, NaN equal to NaN); ``integrity["inputs_mutated"]`` lists the indices of changed inputs;
+* *global state*: :func:`global_state_snapshot` is taken once before the candidate's source is loaded and again after
+  every call; :func:`global_state_diff` lists what differs (``torch.backends`` flags, float32 matmul precision,
+  deterministic mode, default dtype, grad mode, thread count, and the identity of every public callable of
+  ``torch``, ``torch.nn.functional``, ``torch.linalg``, ``torch.fft``, ``torch.special``, ``torch.Tensor``,
+  ``torch.nn.Module`` (inherited attributes included) and ``time``). Rebindings by torch itself (``torch.compile`` wraps ``nn.Module.__init__``) are
+  told apart by where the new function's code lives (inside torch's package). The sentinel controls the worker sets
+  for the call (deterministic mode, ``fill_uninitialized_memory``) are also checked right after the call, before the
+  worker restores them, so a candidate cannot switch the NaN fill off for its own allocations;
+* *storage reuse* (``reuse_inputs``): the trial's input values are copied into the previous trial's input tensors
+  (same objects, same storage, same pointers) instead of fresh clones, so a result cached by shape, ``data_ptr`` or
+  ``id`` is returned stale and judged against the new answer (``stale_output`` in ``kbstudy.reference``).
+
+**Second sentinel on a CPU**: a float ``sentinel`` on a CPU runs the call under :class:`FillFreshMode`, which writes
+the sentinel into every floating tensor the candidate allocates through the dispatcher (``empty``, ``empty_like``,
+``empty_strided``, ``new_empty``, ``new_empty_strided``) -- what ``fill_uninitialized_memory`` does with NaN.
 """
 
 from __future__ import annotations
@@ -24,6 +45,137 @@ from __future__ import annotations
 import os
 import sys
 import time
+
+
+# ------------------------------------------------------------------------------------------------ integrity
+
+#: Namespaces whose callables' identities are part of the global state (a reference or the harness calls them).
+_IDENTITY_NAMESPACES = ("torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special", "torch.Tensor",
+                        "torch.nn.Module", "time")
+#: Global flags and settings, by the expression that reads them.
+_FLAGS = (
+    "torch.backends.cuda.matmul.allow_tf32",
+    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+    "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+    "torch.backends.cudnn.allow_tf32",
+    "torch.backends.cudnn.benchmark",
+    "torch.backends.cudnn.deterministic",
+    "torch.backends.cudnn.enabled",
+    "torch.backends.mkldnn.enabled",
+    "torch.get_float32_matmul_precision()",
+    "torch.are_deterministic_algorithms_enabled()",
+    "torch.utils.deterministic.fill_uninitialized_memory",
+    "torch.get_default_dtype()",
+    "torch.is_grad_enabled()",
+    "torch.get_num_threads()",
+)
+
+
+def global_state_snapshot() -> dict:
+    """The global state a candidate must leave alone: ``{name: value}`` for each of :data:`_FLAGS` (a flag that cannot
+    be read on this build maps to ``"<unreadable>"``), and ``{"<namespace>.<attr>": object}`` for every public
+    callable of :data:`_IDENTITY_NAMESPACES` (every attribute, dunders included, of ``torch.Tensor`` and
+    ``torch.nn.Module``). Objects, not ``id()`` values, are kept so an id cannot be recycled."""
+    import importlib
+    import inspect
+    import time as time_mod
+    import types
+    import warnings
+
+    import torch
+    import torch.utils.deterministic  # noqa: F401 - read by a flag expression
+
+    state: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. get_float32_matmul_precision's deprecation notice
+        for expr in _FLAGS:
+            try:
+                state[expr] = eval(expr, {"torch": torch})  # noqa: S307 - fixed expressions above
+            except Exception:  # noqa: BLE001 - a flag this build lacks
+                state[expr] = "<unreadable>"
+    for name in _IDENTITY_NAMESPACES:
+        classes = {"torch.Tensor": torch.Tensor, "torch.nn.Module": torch.nn.Module, "time": time_mod}
+        ns = classes[name] if name in classes else importlib.import_module(name)
+        if name in ("torch.Tensor", "torch.nn.Module"):
+            # every attribute, inherited ones included (Tensor.__eq__ lives on torch._C.TensorBase), read statically
+            # so a classmethod or property is the stored object, not a fresh binding
+            items = [(attr, inspect.getattr_static(ns, attr)) for attr in dir(ns)]
+        else:
+            items = [(attr, value) for attr, value in list(vars(ns).items()) if not attr.startswith("_")]
+        for attr, value in items:
+            if callable(value) or isinstance(value, (classmethod, staticmethod)):
+                if not isinstance(value, types.ModuleType):
+                    state[f"{name}.{attr}"] = value
+    return state
+
+
+def _torch_internal(value) -> bool:
+    """True if ``value`` is a function whose code lives in torch's package (torch rebinding its own functions)."""
+    import os.path
+
+    import torch
+
+    code = getattr(value, "__code__", None)
+    root = os.path.dirname(torch.__file__)
+    return code is not None and os.path.abspath(code.co_filename).startswith(root + os.sep)
+
+
+def global_state_diff(before: dict, after: dict) -> list[str]:
+    """What changed between two :func:`global_state_snapshot` results, as readable lines (empty: nothing).
+
+    A flag is reported as ``"<expr>: <before> -> <after>"``; a callable rebound or removed as ``"<name> replaced"`` /
+    ``"<name> removed"``, except a rebinding to a function defined inside torch's own package (torch's lazy wrappers).
+    Names that appear only in ``after`` are ignored (lazy imports add attributes)."""
+    changes = []
+    for key, old in before.items():
+        if key not in after:
+            changes.append(f"{key} removed")
+            continue
+        new = after[key]
+        if key in _FLAGS:
+            if new != old:
+                changes.append(f"{key}: {old!r} -> {new!r}")
+        elif new is not old and not _torch_internal(new):
+            changes.append(f"{key} replaced")
+    return changes
+
+
+def inputs_equal(a, b) -> bool:
+    """Bitwise equality of two inputs (tensors: same shape, dtype and values, NaN equal to NaN; others: ``==``)."""
+    import torch
+
+    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        if a.is_floating_point() or a.is_complex():
+            return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+        return bool(torch.equal(a, b))
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001
+        return a is b
+
+
+class FillFreshMode:
+    """A ``TorchDispatchMode`` (built lazily: torch is imported in the child) that fills every floating tensor created
+    by ``aten.empty*``/``new_empty*`` with ``value``: the second sentinel of coverage on a CPU."""
+
+    def __new__(cls, value: float):
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        aten = torch.ops.aten
+        fresh = {aten.empty.memory_format, aten.empty_like.default, aten.empty_strided.default,
+                 aten.new_empty.default, aten.new_empty_strided.default}
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                if func in fresh and isinstance(out, torch.Tensor) and out.is_floating_point():
+                    out.fill_(value)
+                return out
+
+        return _Mode()
 
 
 def _apply_env(env: dict) -> None:
@@ -118,6 +270,8 @@ class CandidateWorker:
 
         torch.set_grad_enabled(False)
         self.dtype = execution.torch_dtype(self.job["precision"])
+        self.state_before = global_state_snapshot()  # before any candidate code runs
+        self.last_inputs = None
         try:
             module = execution.load_module(self.job["source"], "kbstudy_candidate", self.job.get("filename", "<candidate>"))
             if not hasattr(module, "ModelNew"):
@@ -188,18 +342,32 @@ class CandidateWorker:
         del blocks
 
     def _run(self, request: dict) -> bool:
+        import contextlib
+
         import torch
 
         from kbstudy import execution
 
         try:
             inputs = self._receive_inputs()
+            if request.get("reuse_inputs") and self._same_layout(self.last_inputs, inputs):
+                # same tensor objects and storage as the previous trial, new values (see the module docstring)
+                for old, new in zip(self.last_inputs, inputs):
+                    if isinstance(old, torch.Tensor):
+                        old.copy_(new)
+                inputs = self.last_inputs
+                reused = True
+            else:
+                reused = False
+            pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
         except BaseException as exc:  # noqa: BLE001
             self.fail(exc, "run", packed=True)
             return False
         sentinel = request.get("sentinel", "nan")
         deterministic = torch.are_deterministic_algorithms_enabled()
         fill = torch.utils.deterministic.fill_uninitialized_memory
+        tampered: list[str] = []
+        mode = contextlib.nullcontext()
         try:
             if sentinel == "nan":
                 # PyTorch fills fresh allocations (at::empty and friends, also from C++ extensions) with NaN, or the
@@ -209,10 +377,18 @@ class CandidateWorker:
                 torch.utils.deterministic.fill_uninitialized_memory = True
             elif self.device.startswith("cuda"):
                 self._poison_allocator(int(request.get("output_bytes", 0)), float(sentinel))
+            else:
+                mode = FillFreshMode(float(sentinel))
             execution.set_seed(int(request["seed"]))
-            out = self.model(*inputs)
+            with mode:
+                out = self.model(*inputs)
             if self.device.startswith("cuda"):
                 torch.cuda.synchronize(self.device)
+            if sentinel == "nan":
+                if not torch.are_deterministic_algorithms_enabled():
+                    tampered.append("torch.are_deterministic_algorithms_enabled() switched off during the call")
+                if not torch.utils.deterministic.fill_uninitialized_memory:
+                    tampered.append("torch.utils.deterministic.fill_uninitialized_memory switched off during the call")
             outputs = execution.flatten_outputs(out)
         except BaseException as exc:  # noqa: BLE001
             self.fail(exc, "run", packed=True)
@@ -220,7 +396,13 @@ class CandidateWorker:
         finally:
             torch.use_deterministic_algorithms(deterministic, warn_only=True)
             torch.utils.deterministic.fill_uninitialized_memory = fill
-        del inputs
+        integrity = {
+            "inputs_mutated": [i for i, (x, y) in enumerate(zip(pristine, inputs)) if not inputs_equal(x, y)],
+            "global_state": tampered + global_state_diff(self.state_before, global_state_snapshot()),
+            "reused_inputs": reused,
+        }
+        del pristine
+        self.last_inputs = inputs
         self.outputs = outputs
         # the verdicts need the output's real type (a tensor subclass can override comparisons); a subclass defined
         # by the candidate cannot be unpickled elsewhere, so send plain tensors and the type names beside them
@@ -228,11 +410,29 @@ class CandidateWorker:
         outputs = [o.as_subclass(torch.Tensor) if isinstance(o, torch.Tensor) and type(o) is not torch.Tensor else o
                    for o in outputs]
         try:
-            payload = execution.pack_shared({"outputs": outputs, "forms": forms})
+            payload = execution.pack_shared({"outputs": outputs, "forms": forms, "integrity": integrity})
         except BaseException as exc:  # noqa: BLE001 - e.g. an output object that cannot be pickled
             self.fail(exc, "run", packed=True)
             return False
         self.conn.send_bytes(payload)
+        return True
+
+    @staticmethod
+    def _same_layout(old, new) -> bool:
+        """True if ``old`` (the previous trial's inputs) can take ``new``'s values in place: same count, and each
+        tensor pair has the same shape, dtype and device (non-tensors equal)."""
+        import torch
+
+        if old is None or len(old) != len(new):
+            return False
+        for a, b in zip(old, new):
+            if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor):
+                return False
+            if isinstance(a, torch.Tensor):
+                if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+                    return False
+            elif not inputs_equal(a, b):
+                return False
         return True
 
     def _time(self, request: dict) -> bool:

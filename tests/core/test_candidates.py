@@ -8,6 +8,7 @@ import json
 import pytest
 
 from kbstudy.candidates import (
+    CALIBRATION_NULLS,
     NULL_CANDIDATES,
     CandidateLoadError,
     detect_backend,
@@ -143,14 +144,15 @@ def test_write_candidates_jsonl_round_trip(tmp_path, leaderboard, problem_by_nam
 def test_null_candidates(problem_by_name):
     softmax = problem_by_name["23_Softmax.py"]
     nulls = null_candidates(softmax)
-    assert [c.model_config for c in nulls] == [f"null:{k}" for k in NULL_CANDIDATES] == \
-        ["null:reference", "null:zeros", "null:mean"]
+    assert [c.model_config for c in nulls] == [f"null:{k}" for k in NULL_CANDIDATES]
+    assert NULL_CANDIDATES[:3] == ("reference", "zeros", "mean")
+    assert set(CALIBRATION_NULLS) == set(NULL_CANDIDATES) - {"reference"}
     for c in nulls:
         assert (c.level, c.problem_id, c.backend) == (1, 23, "torch")
         assert c.source.startswith(softmax.source.rstrip())
         assert "class ModelNew(Model)" in c.source
         compile(c.source, c.candidate_id, "exec")
-    assert len({c.sha256 for c in nulls}) == 3
+    assert len({c.sha256 for c in nulls}) == len(NULL_CANDIDATES)
     assert [c.model_config for c in null_candidates(softmax, ["zeros"])] == ["null:zeros"]
     with pytest.raises(KeyError):
         null_candidates(softmax, ["ones"])

@@ -1,0 +1,169 @@
+"""Anti-cheat checks that need no GPU (issue 3, part 4): inputs mutated, global state changed, results cached across
+calls, and the second coverage sentinel on a CPU. Each cheat is a candidate that must be caught; an honest candidate
+beside them must not be flagged."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kbstudy import verify, worker
+from kbstudy.evaluate import evaluate_batch
+from kbstudy.records import RecordStore
+
+from .helpers import cpu_config, records_by_config, torch_candidate
+
+_CACHE_BY_POINTER = """
+key = (x.data_ptr(), tuple(x.shape))
+if key not in _CACHE:
+    _CACHE[key] = torch.relu(x)
+return _CACHE[key]
+"""
+
+_CACHE_BY_SHAPE = """
+key = tuple(x.shape)
+if key not in _CACHE:
+    _CACHE[key] = torch.relu(x).clone()
+return _CACHE[key]
+"""
+
+_PATCH_ALLCLOSE = """
+torch.allclose = lambda *a, **k: True
+"""
+
+_PATCH_AT_CALL = """
+torch.Tensor.__eq__ = lambda self, other: torch.ones_like(self, dtype=torch.bool)
+return torch.relu(x)
+"""
+
+_NO_NAN_FILL = """
+torch.utils.deterministic.fill_uninitialized_memory = False
+out = torch.empty_like(x)
+out[: x.shape[0] // 2] = torch.relu(x[: x.shape[0] // 2])
+return out
+"""
+
+_PARTIAL = """
+out = torch.empty_like(x)
+out[: x.shape[0] // 2] = torch.relu(x[: x.shape[0] // 2])
+return out
+"""
+
+
+@pytest.fixture(scope="module")
+def cheats(problem_by_name, tmp_path_factory):
+    """19_ReLU at 1/100 size: an honest candidate and one cheat per check."""
+    tmp = tmp_path_factory.mktemp("anticheat")
+    relu = problem_by_name["19_ReLU.py"]
+    cands = [
+        torch_candidate("return torch.relu(x)", problem_id=19, name="honest"),
+        torch_candidate("y = torch.relu(x)\nreturn y.clone() if y.data_ptr() != x.data_ptr() else y", problem_id=19,
+                        name="honest_reads_pointer"),
+        torch_candidate("x.add_(1.0)\nreturn torch.relu(x - 1.0)", problem_id=19, name="mutates_input"),
+        torch_candidate("y = torch.relu(x)\nx.zero_()\nreturn y", problem_id=19, name="zeroes_input_after"),
+        torch_candidate("torch.backends.cuda.matmul.allow_tf32 = True\nreturn torch.relu(x)", problem_id=19,
+                        name="sets_tf32"),
+        torch_candidate("torch.set_float32_matmul_precision('medium')\nreturn torch.relu(x)", problem_id=19,
+                        name="sets_matmul_precision"),
+        torch_candidate("return torch.relu(x)", problem_id=19, name="patches_at_import", prelude=_PATCH_ALLCLOSE),
+        torch_candidate(_PATCH_AT_CALL, problem_id=19, name="patches_at_call"),
+        torch_candidate(_NO_NAN_FILL, problem_id=19, name="switches_nan_fill_off"),
+        torch_candidate(_CACHE_BY_POINTER, problem_id=19, name="cache_by_pointer", prelude="_CACHE = {}"),
+        torch_candidate(_CACHE_BY_SHAPE, problem_id=19, name="cache_by_shape", prelude="_CACHE = {}"),
+        torch_candidate(_PARTIAL, problem_id=19, name="partial"),
+    ]
+    store = RecordStore(tmp / "records")
+    summary = evaluate_batch([relu], cands, store, cpu_config(size_scale=0.01, cache_dir=str(tmp / "cache"),
+                                                              time_candidates=False))
+    assert summary.written == len(cands)
+    return records_by_config(store)
+
+
+def _evaluated(row: dict) -> dict:
+    assert row["outcome"] == "evaluated", f"{row['candidate_id']}: {row['outcome']}: {row['error_message']}"
+    return row
+
+
+@pytest.mark.parametrize("name", ["honest", "honest_reads_pointer"])
+def test_honest_candidates_are_not_flagged(cheats, name):
+    row = _evaluated(cheats[name])
+    assert row["kbstudy_correct"] is True and row["kbstudy_failure"] is None
+    for key in ("inputs_mutated", "global_state_changes", "stale_output_trials"):
+        assert key not in row["metadata"], (key, row["metadata"].get(key))
+    assert row["metadata"]["storage_reuse_trial"] == 1
+    assert row["coverage_sentinels"] == sorted(["nan", repr(verify.FLOAT_SENTINEL)])
+    assert row["max_abs_error_normalized"] == 0.0 and row["elementwise_rel_error_max"] == 0.0
+
+
+@pytest.mark.parametrize("name", ["mutates_input", "zeroes_input_after"])
+def test_mutated_inputs_fail(cheats, name):
+    row = _evaluated(cheats[name])
+    assert row["kbstudy_correct"] is False and row["kbstudy_failure"] == "inputs_mutated"
+    assert [trial for trial, _ in row["metadata"]["inputs_mutated"]] == [0, 1, 2, 3, 4]
+    assert all(indices == [0] for _, indices in row["metadata"]["inputs_mutated"])
+    # the values were right: only the integrity check tells (KernelBench regenerates inputs, so it passes)
+    assert row["kernelbench_correct"] is True and row["rel_l2_error"] < 1e-6
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("sets_tf32", "torch.backends.cuda.matmul.allow_tf32: False -> True"),
+    ("sets_matmul_precision", "torch.get_float32_matmul_precision(): 'highest' -> 'medium'"),
+    ("patches_at_import", "torch.allclose replaced"),
+    ("patches_at_call", "torch.Tensor.__eq__ replaced"),
+    ("switches_nan_fill_off", "fill_uninitialized_memory switched off during the call"),
+])
+def test_global_state_changes_fail(cheats, name, expected):
+    row = _evaluated(cheats[name])
+    assert row["kbstudy_correct"] is False and row["kbstudy_failure"] == "global_state"
+    changes = row["metadata"]["global_state_changes"]
+    assert changes["trial"] == 0
+    assert any(expected in line for line in changes["changes"]), changes
+
+
+@pytest.mark.parametrize("name", ["cache_by_pointer", "cache_by_shape"])
+def test_cached_results_fail_on_the_storage_reuse_trial(cheats, name):
+    row = _evaluated(cheats[name])
+    assert row["kbstudy_correct"] is False and row["kbstudy_failure"] == "stale_output"
+    assert 1 in row["metadata"]["stale_output_trials"]
+
+
+def test_partial_writer_is_caught_under_both_sentinels(cheats):
+    row = _evaluated(cheats["partial"])
+    assert row["kbstudy_failure"] == "coverage" and row["coverage"] == pytest.approx(0.5, abs=0.02)
+    assert row["coverage_sentinels"] == sorted(["nan", repr(verify.FLOAT_SENTINEL)])
+
+
+# ------------------------------------------------------------------------------------------------ unit level
+
+
+def test_global_state_snapshot_is_stable_and_sees_changes():
+    before = worker.global_state_snapshot()
+    assert worker.global_state_diff(before, worker.global_state_snapshot()) == []
+    saved = torch.nn.functional.relu
+    try:
+        torch.nn.functional.relu = lambda x, inplace=False: x
+        assert worker.global_state_diff(before, worker.global_state_snapshot()) == ["torch.nn.functional.relu replaced"]
+    finally:
+        torch.nn.functional.relu = saved
+    assert worker.global_state_diff(before, worker.global_state_snapshot()) == []
+
+
+def test_fill_fresh_mode_fills_fresh_allocations_only():
+    x = torch.rand(8)
+    with worker.FillFreshMode(verify.FLOAT_SENTINEL):
+        a = torch.empty_like(x)
+        b = torch.empty(3, dtype=torch.float64)
+        c = x.new_empty((2, 2))
+        d = torch.relu(x)
+        e = torch.empty(4, dtype=torch.int64)  # integers keep what they hold (their coverage uses NaN trials)
+    for t in (a, b, c):
+        assert bool((t == torch.tensor(verify.FLOAT_SENTINEL, dtype=t.dtype)).all())
+    assert torch.equal(d, torch.relu(x)) and e.shape == (4,)
+
+
+def test_inputs_equal():
+    x = torch.tensor([1.0, float("nan"), 3.0])
+    assert worker.inputs_equal(x, x.clone())
+    assert not worker.inputs_equal(x, x * 2)
+    assert not worker.inputs_equal(x, x.double())
+    assert worker.inputs_equal(3, 3) and not worker.inputs_equal(3, 4)

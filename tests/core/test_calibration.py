@@ -1,0 +1,176 @@
+"""Issue 3, part 1: the calibration nulls, the recorded metrics, degenerate references and `kbstudy calibrate`."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from kbstudy import verify
+from kbstudy.calibration import MUST_FAIL, PROBES
+from kbstudy.candidates import CALIBRATION_NULLS, null_candidates
+from kbstudy.cli import app
+from kbstudy.evaluate import evaluate_batch
+from kbstudy.problems import make_problem
+from kbstudy.records import RecordStore
+
+from .helpers import cpu_config, records_by_config
+
+_DEGENERATE = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """min(x, 0) then clamp to [0, 1] (KernelBench level2/83's structure): always zero; y has no effect either."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x, y):
+        return torch.clamp(torch.minimum(x, torch.zeros_like(x)), 0, 1) + 0 * y.sum()
+
+
+def get_inputs():
+    return [torch.rand(64, 32), torch.rand(64, 32)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+_IGNORES_AN_INPUT = _DEGENERATE.replace("torch.clamp(torch.minimum(x, torch.zeros_like(x)), 0, 1) + 0 * y.sum()",
+                                        "torch.relu(x) + 0 * y.sum()")
+
+
+def test_calibration_nulls_are_listed():
+    assert set(MUST_FAIL) | set(PROBES) == set(CALIBRATION_NULLS)
+    assert "reference" not in CALIBRATION_NULLS
+
+
+@pytest.fixture(scope="module")
+def calibration(problem_by_name, tmp_path_factory):
+    """Every null on 19_ReLU (O(1) outputs) and 23_Softmax (outputs far below KernelBench's atol), fp32 and bf16,
+    plus the two synthetic degenerate problems at fp32."""
+    tmp = tmp_path_factory.mktemp("calibration")
+    out = {}
+    degenerate = make_problem(_DEGENERATE, level=90, problem_id=1, name="1_AlwaysZero.py")
+    ignores = make_problem(_IGNORES_AN_INPUT, level=90, problem_id=2, name="2_IgnoresY.py")
+    for precision in ("fp32", "bf16"):
+        problems = [problem_by_name["19_ReLU.py"], problem_by_name["23_Softmax.py"]]
+        if precision == "fp32":
+            problems += [degenerate, ignores]
+        cands = [c for p in problems for c in null_candidates(p, ("reference",) + CALIBRATION_NULLS)]
+        store = RecordStore(tmp / precision)
+        evaluate_batch(problems, cands, store, cpu_config(size_scale=0.02, precision=precision, trials=3,
+                                                          time_candidates=False, eager_baseline=False,
+                                                          cache_dir=str(tmp / "cache")))
+        rows = store.evaluations()
+        out[precision] = {(r["problem_name"], r["model_config"][5:]): r for r in rows}
+        out[precision + "_refs"] = {r["problem_name"]: r for r in store.references().values()}
+    return out
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("problem", ["19_ReLU.py", "23_Softmax.py"])
+def test_must_fail_nulls_fail_kbstudy_and_reference_passes(calibration, precision, problem):
+    rows = calibration[precision]
+    assert calibration[precision + "_refs"][problem]["degenerate"] is False
+    ref = rows[(problem, "reference")]
+    assert ref["outcome"] == "evaluated" and ref["kbstudy_correct"] is True
+    for kind in MUST_FAIL:
+        row = rows[(problem, kind)]
+        assert row["outcome"] == "evaluated", (kind, row["error_message"])
+        assert row["kbstudy_correct"] is False, kind
+    for k in ("0.3", "10", "50", "90"):
+        row = rows[(problem, f"partial{k}")]
+        assert row["kbstudy_failure"] == "coverage"
+        assert row["coverage"] == pytest.approx(float(k) / 100, abs=0.01)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_noise_passes_kernelbench_and_is_judged_by_scale(calibration, precision):
+    rows = calibration[precision]
+    for problem in ("19_ReLU.py", "23_Softmax.py"):
+        assert rows[(problem, "noise")]["kernelbench_correct"] is True  # |noise| <= atol by construction
+    # ReLU's outputs are O(1): noise of 1e-4 (fp32) or 1e-2 (bf16) is accurate; softmax's are far below atol
+    assert rows[("19_ReLU.py", "noise")]["kbstudy_correct"] is True
+    assert rows[("23_Softmax.py", "noise")]["kbstudy_correct"] is False
+    assert rows[("23_Softmax.py", "noise")]["rel_l2_error"] > 0.1
+
+
+def test_lowprec_is_rejected_at_bf16(calibration):
+    for problem in ("19_ReLU.py", "23_Softmax.py"):
+        row = calibration["bf16"][(problem, "lowprec")]
+        assert row["kbstudy_correct"] is False and row["kbstudy_failure"] == "rel_l2"
+        # at fp32 it is fp16 arithmetic: within kbstudy's TF32-admitting threshold, outside KernelBench's 1e-4
+        fp32 = calibration["fp32"][(problem, "lowprec")]
+        assert 1e-5 < fp32["rel_l2_error"] < verify.REL_L2_THRESHOLD["fp32"]
+
+
+def test_zeros_on_softmax_bf16_is_the_known_hole(calibration):
+    row = calibration["bf16"][("23_Softmax.py", "zeros")]
+    assert row["kernelbench_correct"] is True and row["kbstudy_correct"] is False
+
+
+def test_metrics_are_recorded(calibration):
+    rows = calibration["fp32"]
+    ref = rows[("19_ReLU.py", "reference")]
+    assert ref["max_abs_error_normalized"] == 0.0 and ref["elementwise_rel_error_max"] == 0.0
+    zeros = rows[("19_ReLU.py", "zeros")]
+    assert zeros["elementwise_rel_error_max"] == pytest.approx(1.0)  # |0 - r| / |r| where |r| >= floor
+    assert zeros["max_abs_error_normalized"] > 1.0  # max |r| / RMS(r) for r = relu(U[0, 1))
+    noise = rows[("23_Softmax.py", "noise")]
+    assert noise["max_abs_error_normalized"] > 0.1
+
+
+def test_degenerate_references_are_flagged(calibration):
+    refs = calibration["fp32_refs"]
+    zero = refs["1_AlwaysZero.py"]
+    assert zero["degenerate"] is True and zero["degenerate_constant"] is True and zero["output_rms"] == 0.0
+    assert zero["degenerate_inputs"] == [0, 1]
+    ignores = refs["2_IgnoresY.py"]
+    assert ignores["degenerate"] is True and ignores["degenerate_constant"] is False
+    assert ignores["degenerate_inputs"] == [1]
+    for name in ("19_ReLU.py", "23_Softmax.py"):
+        assert refs[name]["degenerate"] is False and refs[name]["degenerate_inputs"] == []
+    # on the always-zero problem the zeros null is honestly correct: the problem is the finding
+    assert calibration["fp32"][("1_AlwaysZero.py", "zeros")]["kbstudy_correct"] is True
+
+
+# ------------------------------------------------------------------------------------------------ unit level
+
+
+def test_elementwise_floor_and_metrics():
+    r = torch.tensor([1.0, -1.0, 1e-9, 2.0], dtype=torch.float64)
+    rms = math.sqrt(float((r * r).mean()))
+    floor = verify.elementwise_floor(rms, torch.float32)
+    assert floor == pytest.approx(math.sqrt(torch.finfo(torch.float32).eps) * rms)
+    out = r.to(torch.float32).clone()
+    out[2] = 1e-3  # wrong at a near-zero element: relative to the floor, not to 1e-9
+    t = verify.kbstudy_trial([r.float()], [r], [out], "fp32")
+    assert t.elem_rel == pytest.approx((1e-3 - 1e-9) / floor, rel=1e-4)
+    assert t.max_abs_norm == pytest.approx((1e-3 - 1e-9) / rms, rel=1e-4)
+    assert t.passed  # rel L2 ~ 7e-4: the L2 norm averages one bad element away; the recorded metrics do not
+    assert verify.combine([], [t], "fp32")["elementwise_rel_error_max"] == t.elem_rel
+
+
+def test_calibrate_command(levels_file, tmp_path):
+    out = tmp_path / "calib"
+    args = ["calibrate", "--problems", str(levels_file), "--level", "1", "--problem-id", "19", "--precision",
+            "fp32", "--precision", "bf16", "--size-scale", "0.01", "--device", "cpu", "--trials", "2", "--out",
+            str(out), "--no-progress", "--cache-dir", str(tmp_path / "cache")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output + repr(result.exception)
+    assert "0 null candidates pass kbstudy's check on a non-degenerate problem" in result.output
+    for precision in ("fp32", "bf16"):
+        folder = tmp_path / f"calib-{precision}"
+        rows = [json.loads(line) for line in (folder / "evaluations.jsonl").read_text().splitlines()]
+        assert sorted(r["model_config"] for r in rows) == sorted(
+            f"null:{k}" for k in ("reference",) + CALIBRATION_NULLS)
+        assert {r["precision"] for r in rows} == {precision}
+        assert all(r["candidate_ms_median"] is None for r in rows)  # calibration times nothing
+    assert CliRunner().invoke(app, args[:-5] + ["--out", str(out), "--precision", "fp64"]).exit_code == 2
