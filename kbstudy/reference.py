@@ -253,6 +253,12 @@ class ReferenceSession:
             result["degenerate"] = bool(result["degenerate_constant"] or unchanged)
         except Exception as exc:  # noqa: BLE001 - a finding we could not establish is recorded as unknown
             result["degeneracy_error"] = execution.error_text(exc, 1000)
+        finally:
+            # the fresh draws and their float64 outputs can be as large as a trial: hand the memory back before the
+            # candidates arrive (an OOM here must not starve the verdicts)
+            fresh = replaced = None  # noqa: F841
+            if self.device.startswith("cuda"):
+                torch.cuda.empty_cache()
         return result
 
     # ------------------------------------------------------------------------------------------------ timing
