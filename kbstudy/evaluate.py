@@ -428,6 +428,7 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
         stage = "run"
         kb_trials: list[KernelBenchTrial] = []
         kbs_trials: list[KbstudyTrial] = []
+        form_ok: list[tuple[bool, bool]] = []  # (shape, dtype) agreement per trial
         for t, seed in enumerate(seeds):
             with clock("inputs"):
                 inputs = _reference_inputs(ref, t, cfg)
@@ -458,14 +459,14 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
                                         "the candidate's outputs could not be judged: " + verdict["error"]})
             kb_trials.append(verdict["kernelbench"])
             kbs_trials.append(verdict["kbstudy"])
+            form_ok.append((verdict["shape_ok"], verdict["dtype_ok"]))
             _note_integrity(fields["metadata"], t, verdict.get("integrity") or {})
         combined = combine(kb_trials, kbs_trials, cfg.precision)
         verdict_meta = combined.pop("metadata_verdict")
         fields.update(combined)
         fields["outcome"] = "evaluated"
-        failure = fields.get("kbstudy_failure")
-        fields["shape_ok"] = failure not in ("shape", "output_count", "not_a_dense_tensor")
-        fields["dtype_ok"] = fields["shape_ok"] and failure != "dtype"
+        fields["shape_ok"] = all(shape for shape, _ in form_ok)
+        fields["dtype_ok"] = all(dtype for _, dtype in form_ok)
         fields["metadata"].update({k: v for k, v in verdict_meta.items() if v})
         if cfg.time_candidates and (fields["kernelbench_correct"] or fields["kbstudy_correct"]):
             stage = "time"

@@ -168,7 +168,14 @@ class ReferenceSession:
                 kbs = verify.integrity_failure(kbs, "stale_output", f"trial {trial} ran on trial {int(trial) - 1}'s "
                                                "input storage with new values and returned trial "
                                                f"{int(trial) - 1}'s answer")
-        return {"kernelbench": kb, "kbstudy": kbs, "integrity": integrity}
+        import torch
+
+        # form agreement measured directly (an integrity failure can take the place of a shape failure above)
+        shape_ok = len(outputs) == len(expected) and all(
+            isinstance(o, torch.Tensor) and isinstance(e, torch.Tensor) and o.shape == e.shape
+            for o, e in zip(outputs, expected))
+        dtype_ok = shape_ok and all(o.dtype == e.dtype for o, e in zip(outputs, expected))
+        return {"kernelbench": kb, "kbstudy": kbs, "integrity": integrity, "shape_ok": shape_ok, "dtype_ok": dtype_ok}
 
     # ------------------------------------------------------------------------------------------------ degeneracy
     def _outputs64(self, inputs: list, seed: int) -> list:
