@@ -24,6 +24,14 @@ def set_theme() -> None:
     plt.rcParams["savefig.dpi"] = PNG_DPI
 
 
+def seed_jitter(seed: int = 0) -> None:
+    """Seed numpy's global generator, which seaborn's ``stripplot``/``swarmplot`` jitter draws from, so a figure with
+    jittered points has the same bytes on every render."""
+    import numpy as np
+
+    np.random.seed(seed)
+
+
 def save_figure(fig, path_stem: str | Path) -> list[Path]:
     """Save ``fig`` as ``<path_stem>.png`` and ``<path_stem>.svg`` with no date metadata; returns the two paths.
 

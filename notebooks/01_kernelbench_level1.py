@@ -171,6 +171,7 @@ if speedups.empty:
     print("no correct, timed kernels: nothing to plot")
 else:
     fig, ax = plt.subplots(figsize=(7, 0.6 + 0.45 * speedups["model_config"].nunique()))
+    plots.seed_jitter()  # stripplot's jitter draws from numpy's global generator: fixed so the figure is reproducible
     sns.stripplot(data=speedups, y="model_config", x="speedup", hue="category", ax=ax, jitter=0.2, size=4,
                   orient="h")
     ax.set_xscale("log")

@@ -16,12 +16,20 @@
 # Per problem: eager PyTorch, `torch.compile` (Inductor), our Triton kernel (`kbstudy-triton`) and the physical
 # floor `max(compulsory bytes / measured bandwidth, FLOPs / measured matrix rate)`; then our win rate over eager and
 # median speedup beside the paper's LLM-written kernels (41.7 %, 1.552x). Records come from
-# `python -m kbstudy.dlrm_bench.gpu_run`; this notebook only reads them.
+# `python -m kbstudy.dlrm_bench.gpu_run`, which evaluates our kernels through the project's one evaluation path
+# (`kbstudy.evaluate.evaluate_batch`: KernelBench's and kbstudy's verdicts over five trials, eager and compile timings)
+# and writes the floors to `floors.jsonl` beside `machine.json`; this notebook only reads them. Each problem is
+# evaluated at the precision it is written in: bf16 for 10 and 11, fp32 for the others.
+#
+# **Preliminary records.** A folder written by the benchmark's former runner (layout `preliminary`, e.g.
+# `outputs/records/h200-dlrm-gpu-run`, the H200 parameters' default until the next H200 run) has no verdicts: its
+# `correct` column is that runner's own self-check (relative L2 error against float64), the verdict columns are empty,
+# and its problem 5 is the former in-place version. Its numbers are preliminary.
 
 # %% tags=["parameters"]
 # Paths are relative to the repository root (resolved by kbstudy.study.project_path), so the rendered notebook
 # re-runs unchanged from outputs/reports/<name>/ under nbval.
-records_dir = "outputs/records/cpu-dlrm"  # a kbstudy.dlrm_bench.gpu_run output folder (evaluations.jsonl, machine.json)
+records_dir = "outputs/records/cpu-dlrm"  # a kbstudy.dlrm_bench.gpu_run output folder (evaluations.jsonl, floors.jsonl)
 output_dir = "outputs/reports/cpu-default/04_dlrm_bench"  # tables/ and figures/ go here
 hardware_label = "CPU (Triton interpreter)"  # how the hardware is named in titles
 
@@ -31,7 +39,7 @@ import seaborn as sns
 from IPython.display import Image, display
 
 from kbstudy import plots
-from kbstudy.dlrm_bench.report import FLOOR_TARGET, load_run, long_times, missing, summary
+from kbstudy.dlrm_bench.report import FLOOR_TARGET, load_run, long_times, missing, run_layout, summary
 from kbstudy.study import project_path
 
 plots.set_theme()
@@ -54,16 +62,21 @@ def save(fig, name):
 
 
 table, machine = load_run(project_path(records_dir))
+layout = run_layout(project_path(records_dir))
 machine_name = machine.get("name", "unknown (no machine.json)")
 print(f"records: {records_dir} | hardware: {hardware_label} | machine: {machine_name}")
+if layout == "preliminary":
+    print("layout: preliminary (the former runner: self-check only, no verdicts; problem 5 in place)")
+else:
+    print("layout: evaluate_batch (both verdicts, five trials; floors.jsonl)")
 if machine:
     rates = ", ".join(f"{k} {v / 1e12:.2f} TFLOP/s" for k, v in machine["matmul_flops_per_s"].items())
     print(f"measured: {machine['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s copy bandwidth; {rates}")
 
 # %% [markdown]
 # ## What the records lack
-# Absent problems, failed self-checks and missing times are named here rather than silently dropped (a CPU run, for
-# instance, has no `torch.compile` baseline).
+# Absent problems, kernels that are not correct and missing times are named here rather than silently dropped (a CPU
+# run, for instance, has no `torch.compile` baseline).
 
 # %%
 gaps = missing(table, machine)
@@ -73,13 +86,15 @@ print("\n".join(f"- {g}" for g in gaps) if gaps else "nothing missing: 12 proble
 # ## Per-problem times (ms, medians) and ratios
 
 # %%
-shown = table[["problem_id", "problem", "bound", "eager_ms", "compile_ms", "ours_ms", "floor_ms", "speedup_vs_eager",
-               "speedup_vs_compile", "ours_over_floor", "check_passed"]]
+shown = table[["problem_id", "problem", "precision", "bound", "eager_ms", "compile_ms", "ours_ms", "floor_ms",
+               "speedup_vs_eager", "speedup_vs_compile", "ours_over_floor", "kernelbench_correct", "kbstudy_correct",
+               "correct"]]
 shown.to_csv(tables_dir / "dlrm_bench_table.csv", index=False)
 show(shown)
 
 # %% [markdown]
 # ## Win rate and median speedup beside the paper
+# *Correct*: both verdicts passed (preliminary layout: the self-check). A *win*: a correct kernel faster than eager.
 
 # %%
 summ = summary(table)

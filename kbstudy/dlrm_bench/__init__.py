@@ -9,7 +9,14 @@ Layout (see ``docs/dlrm_bench.md``):
   :data:`MODEL_CONFIG`), in KernelBench's generation-output naming so :func:`kbstudy.candidates.load_candidates` reads
   them.
 * ``roofline`` -- compulsory bytes and FLOPs per problem, machine measurement, floors.
-* ``gpu_run`` -- ``python -m kbstudy.dlrm_bench.gpu_run --out DIR``: eager, ``torch.compile``, ours, floors.
+* ``gpu_run`` -- ``python -m kbstudy.dlrm_bench.gpu_run --out DIR``: the machine's ceilings, then our candidates
+  through the project's one evaluation path (:func:`kbstudy.evaluate.evaluate_batch`: both verdicts, eager and
+  ``torch.compile`` timings), then the floors.
+
+Precision: each problem is evaluated at the precision it is written in (:func:`problem_precision`): bf16 for 10 and 11,
+fp32 for the others. The harness casts floating inputs and parameters to ``EvalConfig.precision``, so at that
+precision the cast is a no-op and the problem runs exactly as written (an fp32 run of 10 or 11 would silently turn them
+into fp32 problems).
 
 Level: the problems sit directly in ``problems/`` (no ``level{N}`` folder) and are loaded with
 ``load_problems(PROBLEMS_DIR, level=DLRM_LEVEL, version="dlrm")``. :data:`DLRM_LEVEL` is 5, a number no KernelBench
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kbstudy.dlrm_bench.roofline import BF16_PROBLEMS
 from kbstudy.problems import Problem, load_problems, make_problem, scale_source
 
 PROBLEMS_DIR = Path(__file__).resolve().parent / "problems"
@@ -37,6 +45,12 @@ TABLE_ROW_CAP = 4_000_000
 #: The paper's DLRM-Bench result for LLM-written kernels (win rate over eager PyTorch, median speedup).
 PAPER_WIN_RATE = 0.417
 PAPER_MEDIAN_SPEEDUP = 1.552
+
+
+def problem_precision(problem_id: int) -> str:
+    """The precision problem ``problem_id`` is written in and evaluated at: ``"bf16"`` for 10 and 11
+    (:data:`~kbstudy.dlrm_bench.roofline.BF16_PROBLEMS`, also their FLOPs' rate in the floor), ``"fp32"`` otherwise."""
+    return "bf16" if int(problem_id) in BF16_PROBLEMS else "fp32"
 
 
 def load_dlrm_problems(size_scale: float = 1.0, problem_ids=None) -> list[Problem]:

@@ -1,11 +1,23 @@
 """Tables for notebook 4: per problem eager, ``torch.compile``, ours and the floor, read from run records.
 
+Two layouts are read:
+
+* ``evaluate_batch`` (:func:`kbstudy.dlrm_bench.gpu_run.main`, the current one): ``evaluations.jsonl`` and
+  ``references.jsonl`` in the :mod:`kbstudy.records` schema (both verdicts, timings), ``floors.jsonl`` (one floor per
+  problem) and ``machine.json``. Per problem the record of our candidate (model configuration ``kbstudy-triton``) at
+  the problem's precision (:func:`kbstudy.dlrm_bench.problem_precision`) is used, the latest if there are several.
+* ``preliminary`` (the benchmark's former runner, e.g. ``outputs/records/h200-dlrm-gpu-run``): floors and a
+  self-check (relative L2 error against float64) in each evaluation record's ``metadata``, verdict fields null. Read
+  as it is: ``correct`` is the self-check there, and ``kernelbench_correct``/``kbstudy_correct`` are empty.
+
 Definitions (speedup = ratio of median times, > 1 means ours is faster):
 
-* a *win* is a problem whose kernel passed the check and is faster than eager PyTorch (``speedup_vs_eager > 1``);
+* *correct*: both verdicts passed (KernelBench's and kbstudy's, all five trials); in the preliminary layout, the
+  self-check passed;
+* a *win* is a correct kernel faster than eager PyTorch (``speedup_vs_eager > 1``);
 * *win rate* = wins / problems with a record (failures count as non-wins);
-* *median speedup* is reported over all checked-correct kernels and over the wins alone, since the paper's 1.552x does
-  not say which of the two it is.
+* *median speedup* is reported over all correct kernels and over the wins alone, since the paper's 1.552x does not say
+  which of the two it is.
 """
 
 from __future__ import annotations
@@ -16,47 +28,96 @@ from pathlib import Path
 
 import pandas as pd
 
-from kbstudy.dlrm_bench import PAPER_MEDIAN_SPEEDUP, PAPER_WIN_RATE, PROBLEMS_DIR
+from kbstudy.dlrm_bench import MODEL_CONFIG, PAPER_MEDIAN_SPEEDUP, PAPER_WIN_RATE, PROBLEMS_DIR, problem_precision
 from kbstudy.records import RecordStore
 
 #: The memory-bound target of issue 6: ours within this factor of the floor.
 FLOOR_TARGET = 1.25
 #: The columns of :func:`load_run`, in order.
-COLUMNS = ("problem_id", "problem", "bound", "eager_ms", "compile_ms", "ours_ms", "floor_ms", "ours_q1_ms",
-           "ours_q3_ms", "speedup_vs_eager", "speedup_vs_compile", "ours_over_floor", "eager_over_floor",
-           "check_passed", "rel_l2_error", "outcome", "error")
+COLUMNS = ("problem_id", "problem", "precision", "bound", "eager_ms", "compile_ms", "ours_ms", "floor_ms",
+           "ours_q1_ms", "ours_q3_ms", "speedup_vs_eager", "speedup_vs_compile", "ours_over_floor", "eager_over_floor",
+           "kernelbench_correct", "kbstudy_correct", "correct", "rel_l2_error", "outcome", "error")
 #: Its numeric columns: float, NaN where the record has no value.
 NUMERIC_COLUMNS = ("eager_ms", "compile_ms", "ours_ms", "floor_ms", "ours_q1_ms", "ours_q3_ms", "speedup_vs_eager",
                    "speedup_vs_compile", "ours_over_floor", "eager_over_floor", "rel_l2_error")
+#: The two record layouts (see the module docstring).
+LAYOUTS = ("evaluate_batch", "preliminary")
 
 
-def load_run(folder: str | Path) -> tuple[pd.DataFrame, dict]:
-    """One row per problem (columns below) and the machine dict from ``machine.json``.
-
-    Columns: problem_id, problem, bound, eager_ms, compile_ms, ours_ms, floor_ms, ours_q1_ms, ours_q3_ms,
-    speedup_vs_eager, speedup_vs_compile, ours_over_floor, eager_over_floor, check_passed, rel_l2_error, outcome, error.
-    Raises ``FileNotFoundError`` if the folder has no ``evaluations.jsonl``.
-    """
+def run_layout(folder: str | Path) -> str:
+    """``"evaluate_batch"`` if the folder has ``floors.jsonl`` or verdicts in its records, else ``"preliminary"``.
+    Raises ``FileNotFoundError`` if the folder has no ``evaluations.jsonl``."""
     folder = Path(folder)
     store = RecordStore(folder)
     if not store.evaluations_path.exists():
         raise FileNotFoundError(f"{folder}: no evaluations.jsonl")
+    if (folder / "floors.jsonl").exists():
+        return "evaluate_batch"
+    rows = store.evaluations()
+    if any(r.get("kernelbench_correct") is not None or r.get("kbstudy_correct") is not None for r in rows):
+        return "evaluate_batch"
+    return "preliminary"
+
+
+def load_floors(folder: str | Path) -> pd.DataFrame:
+    """``floors.jsonl`` as a frame (empty, with its key columns, when absent)."""
+    path = Path(folder) / "floors.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return pd.DataFrame(rows, columns=None if rows else ["problem_id", "problem_sha256", "size_scale", "floor_ms",
+                                                         "bound", "machine_key"])
+
+
+def _problem_label(name: str) -> str:
+    return name.removesuffix(".py").split("_", 1)[1]
+
+
+def _ratio(a, b):
+    return a / b if a and b and a == a and b == b else None
+
+
+def _select_records(ev: pd.DataFrame) -> pd.DataFrame:
+    """Our candidate's record per problem at the problem's precision, the latest one if there are several."""
+    ev = ev[ev["model_config"] == MODEL_CONFIG]
+    ev = ev[[prec == problem_precision(pid) for pid, prec in zip(ev["problem_id"], ev["precision"])]]
+    ev = ev.sort_values("created_utc", na_position="first", kind="stable")
+    return ev.groupby("problem_id", as_index=False).tail(1)
+
+
+def load_run(folder: str | Path) -> tuple[pd.DataFrame, dict]:
+    """One row per problem (columns :data:`COLUMNS`) and the machine dict from ``machine.json`` (``{}`` if absent).
+
+    Either layout (:func:`run_layout`). Raises ``FileNotFoundError`` if the folder has no ``evaluations.jsonl``.
+    """
+    folder = Path(folder)
+    layout = run_layout(folder)
     machine = json.loads((folder / "machine.json").read_text()) if (folder / "machine.json").exists() else {}
-    ev = store.evaluations_frame()
+    ev = RecordStore(folder).evaluations_frame()
+    floors = load_floors(folder)
+    if layout == "evaluate_batch":
+        ev = _select_records(ev)
     rows = []
     for _, r in ev.sort_values("problem_id").iterrows():
         meta = r["metadata"] or {}
-        floor = meta.get("floor_ms")
+        if layout == "preliminary":
+            floor, bound = meta.get("floor_ms"), meta.get("bound")
+            kb = kbs = None
+            correct = meta.get("check_passed")
+        else:
+            match = floors[(floors["problem_id"] == r["problem_id"]) & (floors["problem_sha256"] == r["problem_sha256"])
+                           & (floors["size_scale"] == r["size_scale"])]
+            floor = float(match["floor_ms"].iloc[-1]) if len(match) else None
+            bound = match["bound"].iloc[-1] if len(match) else None
+            kb, kbs = r["kernelbench_correct"], r["kbstudy_correct"]
+            correct = bool(kb is True and kbs is True) if r["outcome"] == "evaluated" else False
         ours, eager, comp = r["candidate_ms_median"], r["eager_ms_median"], r["compile_ms_median"]
         rows.append({
-            "problem_id": int(r["problem_id"]), "problem": r["problem_name"].removesuffix(".py").split("_", 1)[1],
-            "bound": meta.get("bound"), "eager_ms": eager, "compile_ms": comp, "ours_ms": ours, "floor_ms": floor,
-            "ours_q1_ms": r["candidate_ms_q1"], "ours_q3_ms": r["candidate_ms_q3"],
+            "problem_id": int(r["problem_id"]), "problem": _problem_label(r["problem_name"]),
+            "precision": r["precision"], "bound": bound, "eager_ms": eager, "compile_ms": comp, "ours_ms": ours,
+            "floor_ms": floor, "ours_q1_ms": r["candidate_ms_q1"], "ours_q3_ms": r["candidate_ms_q3"],
             "speedup_vs_eager": r["speedup_vs_eager"], "speedup_vs_compile": r["speedup_vs_compile"],
-            "ours_over_floor": ours / floor if ours and floor else None,
-            "eager_over_floor": eager / floor if eager and floor else None,
-            "check_passed": meta.get("check_passed"), "rel_l2_error": r["rel_l2_error"], "outcome": r["outcome"],
-            "error": r["error_message"],
+            "ours_over_floor": _ratio(ours, floor), "eager_over_floor": _ratio(eager, floor),
+            "kernelbench_correct": kb, "kbstudy_correct": kbs, "correct": correct,
+            "rel_l2_error": r["rel_l2_error"], "outcome": r["outcome"], "error": r["error_message"],
         })
     table = pd.DataFrame(rows, columns=list(COLUMNS))
     for col in NUMERIC_COLUMNS:
@@ -76,7 +137,7 @@ def expected_problems() -> pd.DataFrame:
 
 def missing(table: pd.DataFrame, machine: dict) -> list[str]:
     """What a run's records lack, one sentence each (empty when nothing is missing): ``machine.json``, problems
-    without a record, records that are not ``evaluated`` or failed the self-check, and absent times or floors."""
+    without a record, records that are not ``evaluated`` or not correct, and absent times or floors."""
     notes = []
     if not machine:
         notes.append("machine.json absent: no measured bandwidth or matrix rate")
@@ -93,9 +154,9 @@ def missing(table: pd.DataFrame, machine: dict) -> list[str]:
     if len(bad):
         notes.append(f"{len(bad)} records not evaluated (problems {_list(bad)}): "
                      + ", ".join(sorted(set(bad["outcome"].astype(str)))))
-    failed = table[table["check_passed"] != True]  # noqa: E712  (None: no check recorded)
+    failed = table[table["correct"] != True]  # noqa: E712  (None: no check recorded)
     if len(failed):
-        notes.append(f"{len(failed)} kernels without a passed self-check (problems {_list(failed)})")
+        notes.append(f"{len(failed)} kernels not correct (problems {_list(failed)})")
     for col, what in (("eager_ms", "eager times"), ("compile_ms", "torch.compile times"), ("ours_ms", "kernel times"),
                       ("floor_ms", "floors")):
         gone = table[table[col].isna()]
@@ -104,15 +165,24 @@ def missing(table: pd.DataFrame, machine: dict) -> list[str]:
     return notes
 
 
+def _count_true(column: pd.Series):
+    """How many entries are ``True``; ``None`` when none was recorded (the preliminary layout has no verdicts)."""
+    if column.isna().all():
+        return None
+    return int((column == True).sum())  # noqa: E712
+
+
 def summary(table: pd.DataFrame) -> pd.DataFrame:
     """Win rate and median speedups of ours beside the paper's (41.7 %, 1.552x), plus the floor target's tally."""
-    ok = table[(table["check_passed"] == True) & table["speedup_vs_eager"].notna()]  # noqa: E712
+    ok = table[(table["correct"] == True) & table["speedup_vs_eager"].notna()]  # noqa: E712
     wins = ok[ok["speedup_vs_eager"] > 1]
     mem = table[table["bound"] == "memory"]
     within = mem[mem["ours_over_floor"].notna() & (mem["ours_over_floor"] <= FLOOR_TARGET)]
     rows = [
         ("problems", len(table), 12),
-        ("correct (self-check)", len(ok), None),
+        ("KernelBench verdict passed", _count_true(table["kernelbench_correct"]), None),
+        ("kbstudy verdict passed", _count_true(table["kbstudy_correct"]), None),
+        ("correct", _count_true(table["correct"]), None),
         ("wins over eager", len(wins), None),
         ("win rate over eager", len(wins) / len(table) if len(table) else None, PAPER_WIN_RATE),
         ("median speedup vs eager, correct kernels", statistics.median(ok["speedup_vs_eager"]) if len(ok) else None,

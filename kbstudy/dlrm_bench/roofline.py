@@ -26,7 +26,6 @@ import dataclasses
 import json
 import math
 import statistics
-import time
 from typing import Sequence
 
 #: Problems whose arithmetic runs in bf16 (their FLOPs are charged at the bf16 matrix rate).
@@ -53,6 +52,13 @@ class Machine:
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
+    def key(self) -> str:
+        """A short content hash of the measurement (24 hex digits of the SHA-256 of :meth:`to_json`): what
+        ``floors.jsonl`` rows cite as ``machine_key`` (``machine.json`` carries it as ``key``)."""
+        import hashlib
+
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:24]
+
     @classmethod
     def from_dict(cls, d: dict) -> "Machine":
         return cls(**{f.name: d[f.name] for f in dataclasses.fields(cls) if f.name in d})
@@ -66,6 +72,12 @@ class Work:
     flops: float
     precision: str
     formula: str
+
+
+def numeric_constants(ns: dict) -> dict:
+    """The size constants of an executed problem module (public ints, floats, tuples and lists; no bools)."""
+    return {k: v for k, v in ns.items() if not k.startswith("_") and isinstance(v, (int, float, tuple, list))
+            and not isinstance(v, bool)}
 
 
 def expected_unique(n_rows: int, draws: int) -> float:
@@ -91,8 +103,8 @@ def compulsory_work(problem_id: int, consts: dict, inputs: Sequence | None = Non
     2. weighted var-length: ``T 8 + B 8 + T 4 + E[U](N, T) D 4 + B D 4`` (T = total lookups); ``2 T D``.
     3. 26 tables: ``B sum(L_t) 8 + sum_t E[U](N_t, B L_t) D 4 + B 26 D 4``; ``B sum(L_t) D``.
     4. backward, dense gradient: ``B L 8 + B D 4 + N D 4`` (the whole gradient is written); ``B L D``.
-    5. backward + row-wise Adagrad, sparse in place: ``B L 8 + B D 4 + E[U](N, B L) (2 D 4 + 2 4)`` (read + write each
-       touched row and its state); ``B L D + 4 E[U] D``.
+    5. backward + row-wise Adagrad, functional sparse update: ``B L 8 + B D 4 + E[U](N, B L) (2 D 4 + 2 4 + 8)``
+       (read each touched row and its state, write its new row, its new state and its row id); ``B L D + 4 E[U] D``.
     6. int8 row-wise: ``B L 8 + E[U](N, B L) (D + 8) + B D 4``; ``2 B L D``.
     7. hash + offsets: ``T 8 + G 8`` read, ``(G + 1 + T) 8`` written (G = bags); ``T + G`` integer ops.
     8. jagged to padded: ``T D 4 + B 8`` read, ``B Lmax D 4`` written; 0 FLOPs.
@@ -132,8 +144,8 @@ def compulsory_work(problem_id: int, consts: dict, inputs: Sequence | None = Non
     if pid == 5:
         B, L, D, N = c["batch_size"], c["bag_size"], c["embedding_dim"], c["num_embeddings"]
         u = expected_unique(N, B * L)
-        return Work(B * L * idx + B * D * f32 + u * (2 * D * f32 + 2 * f32), B * L * D + 4 * u * D, "fp32",
-                    "B L 8 + B D 4 + E[U] (2 D 4 + 2 4)")
+        return Work(B * L * idx + B * D * f32 + u * (2 * D * f32 + 2 * f32 + idx), B * L * D + 4 * u * D, "fp32",
+                    "B L 8 + B D 4 + E[U] (2 D 4 + 2 4 + 8)")
     if pid == 6:
         B, L, D, N = c["batch_size"], c["bag_size"], c["embedding_dim"], c["num_embeddings"]
         u = expected_unique(N, B * L)
@@ -191,38 +203,17 @@ def problem_floor(problem_id: int, consts: dict, machine: Machine, inputs: Seque
 # --------------------------------------------------------------------------------------------- machine measurement
 
 
-def _cuda_times_ms(fn, reps: int) -> list[float]:
-    import torch
-
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return times
-
-
-def _cpu_times_ms(fn, reps: int) -> list[float]:
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(1e3 * (time.perf_counter() - t0))
-    return times
-
-
 def measure_machine(device: str = "cuda", copy_bytes: int | None = None, matmul_n: int | None = None,
                     reps: int = 20) -> Machine:
     """Measure the device's achieved DRAM bandwidth and matrix rates.
 
     Bandwidth: ``dst.copy_(src)`` of ``copy_bytes`` (default 4 GiB on a GPU, 256 MiB on a CPU) counted as
     2 x ``copy_bytes`` (read + write). Matrix rate: ``n x n x n`` GEMMs (default n = 8192 on a GPU, 1024 on a CPU) in
-    bf16 and in fp32 with TF32 disabled, ``2 n^3`` FLOPs each. CUDA events on a GPU, ``time.perf_counter`` on a CPU;
-    2 warm-up runs, then ``reps`` runs, and the *fastest* run is used (a floor must not be slower than anything the
-    machine did). Raises ``RuntimeError`` if ``device`` is CUDA and none is available.
+    bf16 and in fp32 with TF32 disabled, ``2 n^3`` FLOPs each. Timed by :func:`kbstudy.timing.time_callable` (the
+    project's one timer: CUDA events on a GPU, ``time.perf_counter_ns`` on a CPU) with ``clear_l2=False`` (a 4 GiB
+    copy does not fit any L2, and an L2 flush before a GEMM would only add noise), at least 2 warm-up calls, then
+    ``reps`` timed calls (``max(3, reps // 4)`` for the slow fp32 GEMM); the *fastest* call is used (a floor must not
+    be slower than anything the machine did). Raises ``RuntimeError`` if ``device`` is CUDA and none is available.
     """
     import torch
 
@@ -232,12 +223,15 @@ def measure_machine(device: str = "cuda", copy_bytes: int | None = None, matmul_
         raise RuntimeError("measure_machine: CUDA requested but torch.cuda.is_available() is False")
     copy_bytes = copy_bytes or (4 << 30 if is_cuda else 256 << 20)
     matmul_n = matmul_n or (8192 if is_cuda else 1024)
-    timer = _cuda_times_ms if is_cuda else _cpu_times_ms
+    from kbstudy.timing import time_callable
+
+    def timer(fn, n: int) -> list[float]:
+        return time_callable(fn, device=str(dev), warmup_ms=0.0, min_warmup=2, budget_ms=0.0, min_reps=n, max_reps=n,
+                             clear_l2=False)
+
     src = torch.empty(copy_bytes // 4, dtype=torch.float32, device=dev).fill_(1.0)
     dst = torch.empty_like(src)
     copy = lambda: dst.copy_(src)  # noqa: E731
-    for _ in range(2):
-        copy()
     copy_ms = timer(copy, reps)
     del src, dst
     rates, details = {}, {"copy_bytes": copy_bytes, "copy_ms": copy_ms, "matmul_n": matmul_n}
@@ -249,8 +243,6 @@ def measure_machine(device: str = "cuda", copy_bytes: int | None = None, matmul_
             a = torch.randn(matmul_n, matmul_n, device=dev).to(dtype)
             b = torch.randn(matmul_n, matmul_n, device=dev).to(dtype)
             mm = lambda: torch.mm(a, b)  # noqa: E731
-            for _ in range(2):
-                mm()
             n_reps = reps if name == "bf16" else max(3, reps // 4)
             ms = timer(mm, n_reps)
             rates[name] = 2.0 * matmul_n**3 / (min(ms) * 1e-3)
@@ -262,11 +254,11 @@ def measure_machine(device: str = "cuda", copy_bytes: int | None = None, matmul_
     if is_cuda:
         props = torch.cuda.get_device_properties(dev)
         name, l2 = props.name, int(getattr(props, "L2_cache_size", 0) or 0)
-        method = "cuda_events"
+        method = "kbstudy.timing.time_callable(clear_l2=False): cuda_event"
     else:
         from kbstudy.provenance import cpu_name
 
-        name, l2, method = f"CPU: {cpu_name()}", 0, "perf_counter"
+        name, l2, method = f"CPU: {cpu_name()}", 0, "kbstudy.timing.time_callable: cpu_perf_counter"
     details["copy_ms_median"] = statistics.median(copy_ms)
     return Machine(device=dev.type, name=name, bandwidth_bytes_per_s=2.0 * copy_bytes / (min(copy_ms) * 1e-3),
                    matmul_flops_per_s=rates, l2_bytes=l2, method=method, details=details)

@@ -17,7 +17,10 @@ expression searched (``re.search``) in the name, and **the first matching rule w
 6. anything else is ``other``, and its share is reported.
 
 A kernel name that no rule matches can still be sorted by the ATen operator that launched it
-(:func:`classify_kernel` with ``op=``); the GPU records keep that operator for review.
+(:func:`classify_kernel` with ``op=``); the GPU records keep that operator for review. That fallback hides what the
+name rules miss, so :func:`classify_kernel_source` also says *how* a name was sorted (``"name_rule"``,
+``"op_fallback"``, ``"op_rule"`` for ATen-operator rows, ``"none"``), and the reports give the share of time by each
+(``kbstudy.profiling.report.classification_table``): "other" is judged on the name rules alone.
 """
 
 from __future__ import annotations
@@ -56,8 +59,12 @@ KERNEL_RULES: tuple[tuple[str, str, str], ...] = (
     ("triton", r"^triton_|^triton__", "Inductor-generated Triton: triton_{poi,red,per,tem,for}_fused_<ops>_<n>"),
     ("attention",
      r"flash_fwd|flash_bwd|pytorch_flash|FlashAttn|flash::|fmha|MemEffAttention|AttentionKernel|AttentionBackwardKernel"
-     r"|native_sdpa|_sdpa_|sdpa_|flash_fprop|flash_bprop|(?i:attention)",
-     "FlashAttention 2/3, memory-efficient (fmha_cutlass*), cuDNN SDPA (PyTorch aten/.../transformers/cuda)"),
+     r"|native_sdpa|_sdpa_|sdpa_|flash_fprop|flash_bprop|(?i:attention)"
+     r"|philox::unpack_cudnn|cudnn::fusion::(?:compute_dot_do_o|convert_dq|lean_)",
+     "FlashAttention 2/3, memory-efficient (fmha_cutlass*), cuDNN SDPA (PyTorch aten/.../transformers/cuda) and "
+     "its helpers: the dropout-seed unpack of ATen's cuDNN attention (at::cuda::philox::unpack_cudnn), the cuDNN "
+     "SDPA backward pre/post-processing (cudnn::fusion::compute_dot_do_o_*, convert_dq_to_16bits) and the "
+     "LeanAttention split reduction (cudnn::fusion::lean_reduction_kernel); before convolution ('cudnn')"),
     ("normalization", r"cudnn::bn_|bn_fw_|bn_bw_|batch_norm|BatchNorm|batchnorm",
      "batch norm (ATen Normalization.cuh, cuDNN bn_*), before convolution: cuDNN names"),
     ("convolution",
@@ -70,7 +77,7 @@ KERNEL_RULES: tuple[tuple[str, str, str], ...] = (
      "cuBLAS/cuBLASLt (incl. Hopper nvjet_*), CUTLASS (cutlass3x_sm90_*, cutlass::Kernel2<...>)"),
     ("embedding",
      r"(?i:embedding)|compute_grad_weight|krn_partials_per_segment|krn_partial_segment_offset|sum_and_scatter"
-     r"|indexSelect(Large|Small)Index|split_embedding|int_nbit_split|coalesce",
+     r"|compute_num_of_partial_segments|indexSelect(Large|Small)Index|split_embedding|int_nbit_split|coalesce",
      "ATen EmbeddingBag.cu / Embedding.cu / EmbeddingBackwardKernel.cuh / Indexing.cu; FBGEMM TBE; sparse-gradient "
      "coalescing (only the embedding tables have sparse gradients in these workloads)"),
     ("normalization",
@@ -78,6 +85,11 @@ KERNEL_RULES: tuple[tuple[str, str, str], ...] = (
      r"|ComputeInternalGradients|instance_norm|InstanceNorm",
      "ATen layer/group/RMS norm kernels (Normalization.cuh, layer_norm_kernel.cu)"),
     ("softmax", r"(?i:softmax)", "PersistentSoftmax.cuh, SoftMax.cu (incl. log-softmax of cross-entropy)"),
+    ("elementwise",
+     r"indexFunc(Large|Small)Index|index_elementwise_kernel|indexing_backward_kernel|scatter_gather_elementwise"
+     r"|vectorized_gather_kernel",
+     "ATen Indexing.cu / ScatterGatherKernel.cu (index_add/index_copy/index_put/scatter/gather), before reduction: "
+     "their functor names (ReduceAdd, ReduceMultiply) would hit the reduction rule"),
     ("reduction",
      r"reduce_kernel|Reduce|reduce|RadixSort|radixSort|DeviceScan|DeviceSelect|DeviceSegmented|scan_|_scan|Scan"
      r"|sort|Sort|topk|TopK|nll_loss|cross_entropy|cumsum|cumprod|unique|(?i:pool)|histogram|argmax|argmin",
@@ -86,8 +98,9 @@ KERNEL_RULES: tuple[tuple[str, str, str], ...] = (
      r"elementwise|Elementwise|vectorized|unrolled|CatArrayBatchedCopy|multi_tensor_apply|distribution|fill|Fill"
      r"|copy|Copy|index_|indexFunc|indexAdd|indexCopy|indexing_backward|scatter|gather|masked|where|dropout"
      r"|Dropout|philox|triu|tril|arange|clamp|upsample|roll|flip|_foreach|fused_adam|FusedAdam|fused_sgd|FusedSgd"
-     r"|(?i:adagrad)|transpose|permute|cat_|stack_|pad_|amp_",
-     "ATen CUDALoops.cuh, MultiTensorApply.cuh (foreach and fused optimizers), Indexing.cu, Dropout.cu, Shape.cu"),
+     r"|(?i:adagrad)|transpose|permute|cat_|stack_|pad_|amp_|cub::detail::transform::|DeviceTransform",
+     "ATen CUDALoops.cuh, MultiTensorApply.cuh (foreach and fused optimizers), Indexing.cu, Dropout.cu, Shape.cu; "
+     "cub DeviceTransform (thrust::transform/sequence, e.g. inside sparse coalesce)"),
 )
 
 #: (category, pattern) over ATen operator names without the ``aten::`` prefix (``aten::addmm`` -> ``addmm``), in
@@ -181,6 +194,30 @@ def classify_kernel(name: str, op: str | None = None) -> str:
     return cat
 
 
+#: How a row got its category: a kernel-name rule, the launching operator's category when no name rule matched, an
+#: operator rule (rows that are ATen operators: CPU records), or nothing ("other").
+SOURCES = ("name_rule", "op_fallback", "op_rule", "none")
+
+
+def classify_kernel_source(name: str, op: str | None = None) -> tuple[str, str]:
+    """``(category, source)`` of a kernel name: what :func:`classify_kernel` returns, and which of
+    :data:`SOURCES` decided it (``"name_rule"``, ``"op_fallback"`` or ``"none"``)."""
+    cat = _classify_name(name)
+    if cat != "other":
+        return cat, "name_rule"
+    if op:
+        cat = classify_op(op)
+        if cat != "other":
+            return cat, "op_fallback"
+    return "other", "none"
+
+
+def classify_op_source(op: str) -> tuple[str, str]:
+    """``(category, source)`` of an ATen operator row (CPU records): source ``"op_rule"``, or ``"none"``."""
+    cat = classify_op(op)
+    return cat, ("op_rule" if cat != "other" else "none")
+
+
 def matching_rule(name: str) -> tuple[str, str, str] | None:
     """The first :data:`KERNEL_RULES` entry whose pattern matches ``name`` (for review), or ``None``."""
     for rule, (_, rx) in zip(KERNEL_RULES, _compiled_kernel_rules()):
@@ -189,5 +226,6 @@ def matching_rule(name: str) -> tuple[str, str, str] | None:
     return None
 
 
-__all__ = ["CATEGORIES", "CATEGORY_LABELS", "KERNEL_RULES", "OP_RULES", "VIEW_OR_ALLOC_OPS", "classify_kernel",
-           "classify_op", "op_base_name", "matching_rule"]
+__all__ = ["CATEGORIES", "CATEGORY_LABELS", "KERNEL_RULES", "OP_RULES", "SOURCES", "VIEW_OR_ALLOC_OPS",
+           "classify_kernel", "classify_kernel_source", "classify_op", "classify_op_source", "op_base_name",
+           "matching_rule"]

@@ -49,25 +49,72 @@ def classify_cmd(names: list[str] = typer.Argument(..., help="kernel names")) ->
         typer.echo(f"{classify_kernel(name):14s} {name}   [{rule[2] if rule else 'no rule'}]")
 
 
+def _names_from(source: Path) -> list[dict]:
+    """Distinct names of a ``kernel_names.json`` bundle or a ``kernels.jsonl`` file (kernel rows only), each with
+    the operators that launched it (``top_ops``), in first-seen order."""
+    if source.suffix == ".jsonl":
+        from kbstudy.records import iter_jsonl
+
+        seen: dict[str, dict] = {}
+        for row in iter_jsonl(source):
+            if row.get("level", "kernel") != "kernel":
+                continue
+            d = seen.setdefault(row["name"], {"name": row["name"], "top_ops": []})
+            if row.get("top_op") and row["top_op"] not in d["top_ops"]:
+                d["top_ops"].append(row["top_op"])
+        return list(seen.values())
+    return [{"name": d["name"], "top_ops": [d["top_op"]] if d.get("top_op") else []}
+            for d in json.loads(source.read_text())["names"]]
+
+
 @app.command("fixture-from-names")
 def fixture_cmd(
-    bundle: Path = typer.Argument(..., help="kernel_names.json written by gpu_run"),
-    fixture: Path = typer.Option(Path("tests/profiling/fixtures/kernel_names.csv"), help="CSV name,expected_category"),
+    source: Path = typer.Argument(..., help="kernel_names.json written by gpu_run, or a kernels.jsonl"),
+    fixture: Path = typer.Option(Path("tests/profiling/fixtures/kernel_names.csv"),
+                                 help="CSV name,expected_category[,top_ops,review_note]"),
 ) -> None:
-    """Append the bundle's names that the fixture lacks, with their current category (review before committing)."""
-    have = set()
+    """Append the names the fixture lacks with the category the **name rules alone** give them (no operator
+    fallback, so what no rule matches shows as "other"); review every appended row before committing."""
+    from kbstudy.profiling.classify import classify_kernel
+
+    have, header = set(), ["name", "expected_category"]
     if fixture.exists():
         with fixture.open(newline="") as fh:
-            have = {row["name"] for row in csv.DictReader(fh)}
-    new = [d for d in json.loads(bundle.read_text())["names"] if d["name"] not in have]
+            reader = csv.DictReader(fh)
+            header = list(reader.fieldnames or header)
+            have = {row["name"] for row in reader}
+    new = [d for d in _names_from(source) if d["name"] not in have]
     write_header = not fixture.exists()
     with fixture.open("a", newline="") as fh:
-        w = csv.writer(fh)
+        w = csv.DictWriter(fh, fieldnames=header, extrasaction="ignore")
         if write_header:
-            w.writerow(["name", "expected_category"])
+            w.writeheader()
         for d in new:
-            w.writerow([d["name"], d["category"]])
-    others = [d["name"] for d in new if d["category"] == "other"]
-    typer.echo(f"appended {len(new)} names to {fixture}; {len(others)} in 'other' to review")
-    for name in others:
-        typer.echo(f"  other: {name}")
+            w.writerow({"name": d["name"], "expected_category": classify_kernel(d["name"]),
+                        "top_ops": ";".join(d["top_ops"]), "review_note": ""})
+    others = [d for d in new if classify_kernel(d["name"]) == "other"]
+    typer.echo(f"appended {len(new)} names to {fixture}; {len(others)} no name rule matches (review)")
+    for d in others:
+        typer.echo(f"  other: {d['name'][:160]}   [launched by {', '.join(d['top_ops']) or '?'}]")
+
+
+@app.command("coverage")
+def coverage_cmd(records: Path = typer.Argument(..., help="gpu_run output folder (kernels.jsonl, workloads.jsonl)")
+                 ) -> None:
+    """Per workload: share of time sorted by a kernel-name rule, by the launching-operator fallback, by an operator
+    rule (CPU rows), left in "other", and ``other_by_name_rules`` (fallback + other) against the 2% goal."""
+    import pandas as pd
+
+    from kbstudy.profiling import report
+
+    kernels, _ = report.load_profile_records(records)
+    table = report.classification_table(kernels)
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        typer.echo(table.round(5).to_string())
+    unmatched = report.unmatched_names(kernels)
+    typer.echo(f"{unmatched['name'].nunique()} distinct names no name rule matches; "
+               f"max other_by_name_rules {table['other_by_name_rules'].max():.5f} "
+               f"(goal < {report.OTHER_SHARE_TARGET:.0%})")
+    if len(unmatched):
+        with pd.option_context("display.width", 200):
+            typer.echo(unmatched.head(30).round(5).to_string(index=False))

@@ -39,7 +39,8 @@ import torch
 from kbstudy.profiling import workloads as W
 from kbstudy.profiling.addressable import DEFAULT_RULE, addressable_fraction, rule_categories
 from kbstudy.profiling.capture import profile_steps, time_steps
-from kbstudy.profiling.classify import CATEGORIES, matching_rule
+from kbstudy.profiling.classify import (CATEGORIES, SOURCES, classify_kernel_source, classify_op_source,
+                                       matching_rule)
 from kbstudy.records import append_jsonl
 
 KERNELS_FILE, WORKLOADS_FILE, NAMES_FILE = "kernels.jsonl", "workloads.jsonl", "kernel_names.json"
@@ -146,9 +147,14 @@ def run(out: str | os.PathLike, device: str | None = None, tiny: bool | None = N
             total = float(table["time_us_per_step"].sum())
             by_cat = table.groupby("category")["time_us_per_step"].sum()
             shares = {c: float(by_cat.get(c, 0.0)) / total for c in CATEGORIES}
+            by_source = dict.fromkeys(SOURCES, 0.0)  # how each row was sorted: name rule, op fallback, ...
+            for n, top, t in zip(table["name"], table["top_op"], table["time_us_per_step"]):
+                src = classify_op_source(n)[1] if level == "aten_op" else classify_kernel_source(n, top)[1]
+                by_source[src] += float(t) / total
             row.update(
                 status="ok", kernel_us_per_step=total, unattributed_us_per_step=res.unattributed_us,
                 n_names=int(len(table)), category_shares=shares, other_share=shares["other"],
+                source_shares=by_source, other_share_name_rules=by_source["op_fallback"] + by_source["none"],
                 addressable_fraction=addressable_fraction(shares, add_cats),
             )
             for rec in table.to_dict("records"):
@@ -164,7 +170,8 @@ def run(out: str | os.PathLike, device: str | None = None, tiny: bool | None = N
             counts["ok"] += 1
             _log(f"[{i}/{len(runs)}] {name}@{size}: {len(table)} names, {total / 1e3:.2f} ms {level} time/step, "
                  f"step {row['step_ms_median']:.2f} ms, addressable {row['addressable_fraction']:.3f}, "
-                 f"other {row['other_share']:.4f} ({time.perf_counter() - t_start:.0f} s elapsed)")
+                 f"other {row['other_share']:.4f}, by name rules {row['other_share_name_rules']:.4f} "
+                 f"({time.perf_counter() - t_start:.0f} s elapsed)")
         except Exception as exc:  # record and go on: one workload's failure must not lose the others
             row.update(status="error", error=f"{type(exc).__name__}: {exc}"[:2000],
                        traceback=traceback.format_exc()[-4000:])

@@ -58,8 +58,9 @@ def test_problem_runs_on_cpu_at_one_sixteenth_in_under_two_seconds(problem):
         out = model(*inputs)
     elapsed = time.perf_counter() - t0
     assert elapsed < 2.0, f"{problem.name}: {elapsed:.2f} s on CPU at 1/16"
-    assert torch.isfinite(out.double()).all()
-    assert out.abs().sum() > 0
+    for o in out if isinstance(out, tuple) else (out,):  # problem 5 returns (rows, new rows, new state)
+        assert torch.isfinite(o.double()).all()
+        assert o.abs().sum() > 0
     # deterministic given the torch seed
     torch.manual_seed(0)
     inputs2 = ns["get_inputs"]()

@@ -1,23 +1,35 @@
-"""The kernel-name and ATen-operator classifiers, on a fixture of real kernel names."""
+"""The kernel-name and ATen-operator classifiers, on fixtures of real kernel names.
+
+``fixtures/kernel_names.csv``: hand-written names (several GPU generations, libraries, Inductor).
+``fixtures/h200_kernel_names.csv``: every distinct kernel name of the committed H200 records
+(``outputs/records/h200-profile/kernels.jsonl``), each reviewed by hand; ``top_ops`` are the launching operators seen,
+``review_note`` says why where the category is not obvious or a rule was changed for it.
+"""
 
 import csv
 from pathlib import Path
 
 import pytest
 
-from kbstudy.profiling.classify import CATEGORIES, KERNEL_RULES, classify_kernel, classify_op
+from kbstudy.profiling.classify import (CATEGORIES, KERNEL_RULES, classify_kernel, classify_kernel_source, classify_op,
+                                        classify_op_source)
+from kbstudy.records import iter_jsonl
 
-FIXTURE = Path(__file__).parent / "fixtures" / "kernel_names.csv"
+FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURE = FIXTURES / "kernel_names.csv"
+H200_FIXTURE = FIXTURES / "h200_kernel_names.csv"
+H200_KERNELS = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-profile" / "kernels.jsonl"
 
 
-def _fixture_rows():
-    with FIXTURE.open(newline="") as fh:
+def _fixture_rows(path=FIXTURE):
+    with path.open(newline="") as fh:
         return [(r["name"], r["expected_category"]) for r in csv.DictReader(fh)]
 
 
-def test_fixture_is_well_formed():
-    rows = _fixture_rows()
-    assert len(rows) >= 50
+@pytest.mark.parametrize("path,min_rows", [(FIXTURE, 50), (H200_FIXTURE, 190)], ids=["hand", "h200"])
+def test_fixture_is_well_formed(path, min_rows):
+    rows = _fixture_rows(path)
+    assert len(rows) >= min_rows
     assert {cat for _, cat in rows} <= set(CATEGORIES)
     assert len({n for n, _ in rows}) == len(rows), "duplicate names in the fixture"
 
@@ -25,6 +37,20 @@ def test_fixture_is_well_formed():
 @pytest.mark.parametrize("name,expected", _fixture_rows(), ids=lambda v: str(v)[:60])
 def test_fixture_kernel_name_category(name, expected):
     assert classify_kernel(name) == expected
+
+
+@pytest.mark.parametrize("name,expected", _fixture_rows(H200_FIXTURE), ids=lambda v: str(v)[:60])
+def test_h200_kernel_name_category(name, expected):
+    # by the name rules alone: no launching operator to fall back on
+    assert classify_kernel_source(name) == (expected, "name_rule")
+
+
+@pytest.mark.skipif(not H200_KERNELS.exists(), reason="H200 profile records absent")
+def test_h200_fixture_holds_every_recorded_name():
+    recorded = {r["name"] for r in iter_jsonl(H200_KERNELS) if r.get("level", "kernel") == "kernel"}
+    fixture = {n for n, _ in _fixture_rows(H200_FIXTURE)}
+    assert recorded - fixture == set(), "new H200 kernel names: add them (kbstudy profile fixture-from-names)"
+    assert fixture - recorded == set()
 
 
 def test_rule_order_resolves_ambiguous_names():
@@ -39,6 +65,16 @@ def test_rule_order_resolves_ambiguous_names():
     assert classify_kernel("void cudnn::bn_fw_inf_1C11_kernel_NCHW<float, float, true, 1>(...)") == "normalization"
     # cuBLAS split-K reduce is part of the GEMM, not a reduction
     assert classify_kernel("void splitKreduce_kernel<32, 16, int, float, float>(...)") == "gemm"
+    # cuDNN SDPA helpers live in cudnn::fusion / mention cudnn: attention, not convolution
+    assert classify_kernel("void cudnn::fusion::convert_dq_to_16bits<true>(void const*, void*)") == "attention"
+    assert classify_kernel("at::cuda::philox::unpack_cudnn(at::PhiloxCudaState, long*, long*)") == "attention"
+    # index_add's functor is called ReduceAdd: still an indexing (scatter-add) kernel, not a reduction
+    assert classify_kernel("void at::native::indexFuncLargeIndex<float, long, unsigned int, 2, 2, -2, true, "
+                           "at::native::(anonymous namespace)::ReduceAdd>(...)") == "elementwise"
+    # a real ATen reduction still is one
+    assert classify_kernel("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, "
+                           "at::native::MeanOps<float, float, float, float>, unsigned int, float, 4, 4> >(...)") \
+        == "reduction"
 
 
 def test_unmatched_kernel_falls_back_to_launching_operator():
@@ -46,6 +82,12 @@ def test_unmatched_kernel_falls_back_to_launching_operator():
     assert classify_kernel(name) == "other"
     assert classify_kernel(name, op="aten::_embedding_bag_backward") == "embedding"
     assert classify_kernel(name, op="autograd::engine::evaluate_function: X") == "other"
+    # the source says which: the fallback must not pass for a name rule
+    assert classify_kernel_source(name) == ("other", "none")
+    assert classify_kernel_source(name, op="aten::_embedding_bag_backward") == ("embedding", "op_fallback")
+    assert classify_kernel_source("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_TNT", op="aten::mm") == ("gemm", "name_rule")
+    assert classify_op_source("aten::addmm") == ("gemm", "op_rule")
+    assert classify_op_source("ProfilerStep#3") == ("other", "none")
 
 
 @pytest.mark.parametrize("op,expected", [

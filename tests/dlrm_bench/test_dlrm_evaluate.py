@@ -1,0 +1,119 @@
+"""DLRM-Bench through the project's one evaluation path: ``evaluate_batch`` on a CPU (Triton interpreter) at a tiny
+scale, with our kernels for problems 1, 5 and 11 (fp32, fp32, bf16), a deliberately wrong kernel, and an in-place
+(mutating) variant of problem 5. Nothing is mocked: worker and reference processes run as in ``kbstudy eval``."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kbstudy.candidates import make_candidate
+from kbstudy.dlrm_bench import (DLRM_LEVEL, MODEL_CONFIG, load_dlrm_candidates, load_dlrm_problems,
+                                problem_precision)
+from kbstudy.dlrm_bench.gpu_run import CPU_TIMING, PRECISIONS
+from kbstudy.evaluate import EvalConfig, evaluate_batch
+from kbstudy.records import RecordStore
+
+SCALE = 1 / 512
+IDS = (1, 5, 11)
+
+#: Problem 1's kernel, its output scaled by 1.05: wrong by 5 %, every element written.
+_WRONG = """
+
+_Ours = ModelNew
+
+
+class ModelNew(_Ours):
+    def forward(self, *args):
+        return super().forward(*args) * 1.05
+"""
+
+#: Problem 5's kernel, then the update applied to the table and state in place (the former in-place semantics).
+_IN_PLACE = """
+
+_Ours = ModelNew
+
+
+class ModelNew(_Ours):
+    def forward(self, indices, grad_output, weight, momentum):
+        rows, new_weight, new_momentum = super().forward(indices, grad_output, weight, momentum)
+        weight.index_copy_(0, rows, new_weight)
+        momentum.index_copy_(0, rows, new_momentum)
+        return rows, new_weight, new_momentum
+"""
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("dlrm_eval")
+    problems = load_dlrm_problems(1.0, list(IDS))
+    ours = {c.problem_id: c for c in load_dlrm_candidates() if c.problem_id in IDS}
+    extra = [make_candidate(ours[1].source + _WRONG, level=DLRM_LEVEL, problem_id=1, model_config="wrong-by-5pct",
+                            backend="triton"),
+             make_candidate(ours[5].source + _IN_PLACE, level=DLRM_LEVEL, problem_id=5, model_config="in-place",
+                            backend="triton")]
+    store = RecordStore(tmp / "records")
+    for precision in PRECISIONS:
+        ps = [p for p in problems if problem_precision(p.problem_id) == precision]
+        cs = [c for c in [*ours.values(), *extra] if problem_precision(c.problem_id) == precision]
+        cfg = EvalConfig(run="dlrm-test", precision=precision, device="cpu", size_scale=SCALE, compile_baseline=False,
+                         timing=dict(CPU_TIMING), progress=False, run_timeout_s=60, load_timeout_s=60,
+                         cache_dir=str(tmp / "cache"))
+        summary = evaluate_batch(ps, cs, store, cfg)
+        assert summary.written == len(cs) and not summary.unmatched
+    return {(r["problem_id"], r["model_config"]): r for r in store.evaluations()}, store
+
+
+def test_our_kernels_pass_both_verdicts(records):
+    rows, store = records
+    for pid in IDS:
+        r = rows[(pid, MODEL_CONFIG)]
+        assert r["outcome"] == "evaluated", r["error_message"]
+        assert r["precision"] == problem_precision(pid)
+        assert r["kernelbench_correct"] and r["kbstudy_correct"], (pid, r["kbstudy_failure"], r["rel_l2_error"])
+        assert r["kernelbench_trials"] == 5 and r["size_scale"] == SCALE
+        assert r["candidate_ms_median"] > 0 and r["eager_ms_median"] > 0  # timed, eager baseline from the reference
+        assert "inputs_mutated" not in r["metadata"] and "global_state_changes" not in r["metadata"]
+    assert rows[(11, MODEL_CONFIG)]["precision"] == "bf16" and rows[(1, MODEL_CONFIG)]["precision"] == "fp32"
+    assert {ref["problem_id"] for ref in store.references().values()} == set(IDS)
+
+
+def test_wrong_kernel_fails_both_verdicts(records):
+    r = records[0][(1, "wrong-by-5pct")]
+    assert r["outcome"] == "evaluated"
+    assert r["kernelbench_correct"] is False and r["kbstudy_correct"] is False
+    assert r["kbstudy_failure"] == "rel_l2" and r["rel_l2_error"] == pytest.approx(0.05, rel=1e-3)
+
+
+def test_problem5_is_functional_and_an_in_place_variant_is_caught(records):
+    rows = records[0]
+    ours = rows[(5, MODEL_CONFIG)]
+    assert "inputs_mutated" not in ours["metadata"] and ours["kbstudy_correct"]
+    in_place = rows[(5, "in-place")]
+    assert in_place["kbstudy_correct"] is False and in_place["kbstudy_failure"] == "inputs_mutated"
+    # the table (input 2) and the state (input 3) were written, on every trial
+    mutated = in_place["metadata"]["inputs_mutated"]
+    assert [t for t, _ in mutated] == list(range(5)) and all(idx == [2, 3] for _, idx in mutated)
+    json.dumps(in_place)  # the record is plain JSON
+
+
+def test_problem5_reference_does_not_mutate_its_inputs():
+    import torch
+
+    from kbstudy.dlrm_bench import exec_source
+
+    p = load_dlrm_problems(SCALE, [5])[0]
+    ns = exec_source(p.source, p.name)
+    torch.manual_seed(0)
+    inputs = ns["get_inputs"]()
+    pristine = [x.clone() for x in inputs]
+    model = ns["Model"](*ns["get_init_inputs"]())
+    first = model(*inputs)
+    second = model(*inputs)
+    assert all(torch.equal(a, b) for a, b in zip(inputs, pristine))
+    assert all(torch.equal(a, b) for a, b in zip(first, second))  # repeated calls are independent
+    rows, new_weight, new_momentum = first
+    assert torch.equal(rows, torch.unique(inputs[0]))
+    assert new_weight.shape == (rows.numel(), inputs[2].shape[1]) and new_momentum.shape == rows.shape
+    assert bool((new_momentum > inputs[3][rows]).all())  # the state grew on every touched row
