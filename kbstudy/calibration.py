@@ -1,4 +1,4 @@
-"""Null-candidate calibration (issue 3, part 1): which null candidates pass which verdict, per problem and precision.
+"""Null-candidate calibration: which null candidates pass which verdict, per problem and precision.
 
 Rule: on a problem whose reference is not degenerate (``ReferenceRecord.degenerate`` false), kbstudy's verdict must
 reject every *must-fail* null: ``zeros``, ``mean`` and the partial writers. Two nulls are *probes*, reported but not

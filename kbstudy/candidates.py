@@ -31,7 +31,7 @@ Built-in *null candidates* (see :func:`null_candidates`) are generated per probl
   fp16's unit roundoff too, so fp32 ``lowprec`` on an elementwise problem is expected to pass kbstudy's check; the
   calibration reports it rather than assumes it fails.
 
-:data:`CALIBRATION_NULLS` are the ones issue 3's calibration runs beside ``reference``.
+:data:`CALIBRATION_NULLS` are the ones the calibration (``kbstudy calibrate``) runs beside ``reference``.
 """
 
 from __future__ import annotations
@@ -324,7 +324,7 @@ class ModelNew(Model):
 
 #: Every null candidate kind, in a fixed order (``null:all`` on the command line).
 NULL_CANDIDATES = tuple(_NULL_TEMPLATES)
-#: The null candidates of the calibration (issue 3, part 1), run beside ``null:reference``.
+#: The null candidates of the calibration (``kbstudy calibrate``), run beside ``null:reference``.
 CALIBRATION_NULLS = ("zeros", "mean", "noise", "partial0.3", "partial10", "partial50", "partial90", "lowprec")
 _FIRST_NULLS = ("reference", "zeros", "mean")  # kept byte-identical: their sources (and record keys) predate helpers
 

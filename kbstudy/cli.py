@@ -52,7 +52,10 @@ def print_summary(frame, title: str) -> None:
                       str(int((evaluated.kernelbench_correct == True).sum())),  # noqa: E712
                       str(len(good)), ", ".join(f"{k} {v}" for k, v in sorted(others.items())) or "-",
                       f"{speed.median():.3f}x" if len(speed) else "-")
-    Console().print(table)
+    import sys
+
+    # a log or CI has no terminal width: print the table wide enough that model configurations are not cut off
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
 
 
 @app.command("eval")
@@ -128,7 +131,7 @@ def calibrate_command(
     cache_dir: Path = typer.Option(Path(".cache/kbstudy"), help="build cache"),
     progress: bool = typer.Option(True, help="show a progress bar"),
 ) -> None:
-    """Null-candidate calibration (issue 3, part 1): null:reference and every calibration null on every problem,
+    """Null-candidate calibration: null:reference and every calibration null on every problem,
     per precision, through the same evaluation path as `eval`; no candidate or baseline timing. Prints which nulls
     pass KernelBench's check and kbstudy's, and the problems whose reference is degenerate."""
     from kbstudy.calibration import calibration_findings, print_calibration

@@ -37,7 +37,7 @@ Steps of :func:`run_study`:
    ``<reports>/<notebook stem>.ipynb``, then write ``<notebook stem>.html`` beside it with nbconvert.
    **HTML choice:** code cells stay visible (reviewers see exactly which ``kbstudy`` call produced each number; the
    notebooks are thin), input and output prompts (``In [3]:``) are removed so re-renders do not differ by counts;
-3. write ``<reports>/study_provenance.json``: the study file, resolved settings, per-run batch summaries, git
+3. append to ``<reports>/study_provenance.jsonl``: the study file, resolved settings, per-run batch summaries, git
    commit and library versions.
 
 Which study runs by default (:func:`default_study_file`): ``params/study/h200_level1_fp32.yaml`` when torch sees a
@@ -361,6 +361,8 @@ def render_notebook(notebook: str | os.PathLike, output: str | os.PathLike, para
     output.parent.mkdir(parents=True, exist_ok=True)
     root = Path(root).resolve() if root is not None else find_project_root(Path(__file__).parent)
     nb = read_percent_notebook(notebook)
+    for index, cell in enumerate(nb.cells):
+        cell["id"] = f"cell-{index}"  # jupytext draws random ids: fixed ones keep re-renders diff-free
     pythonpath = os.pathsep.join([str(root), *[str(Path(p).resolve()) for p in
                                                os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]])
     with tempfile.TemporaryDirectory(prefix="kbstudy-nb-") as tmp:
@@ -370,10 +372,28 @@ def render_notebook(notebook: str | os.PathLike, output: str | os.PathLike, para
             pm.execute_notebook(str(source), str(output), parameters=parameters or {}, kernel_name="python3",
                                 language="python", cwd=str(notebook.parent), progress_bar=False,
                                 execution_timeout=cell_timeout_s)
+    _strip_run_metadata(output, notebook, root)
     written = {"ipynb": output}
     if html:
         written["html"] = write_html(output)
     return written
+
+
+def _strip_run_metadata(ipynb: Path, notebook: Path, root: Path) -> None:
+    """Drop what changes on every render but says nothing about the analysis: per-cell execution timestamps, and the
+    temporary input path papermill records (replaced by the notebook source's repo-relative path)."""
+    import nbformat
+
+    nb = nbformat.read(ipynb, as_version=4)
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        cell.metadata.pop("papermill", None)
+    meta = nb.metadata.get("papermill", {})
+    for key in ("start_time", "end_time", "duration", "exception"):
+        meta.pop(key, None)
+    meta["input_path"] = _rel(notebook, root)
+    meta["output_path"] = _rel(ipynb, root)
+    nbformat.write(nb, ipynb)
 
 
 def write_html(ipynb: str | os.PathLike) -> Path:
@@ -406,7 +426,7 @@ def run_study(study_file: str | os.PathLike | None = None, *, only_notebooks: bo
               only_evaluations: bool = False, root: str | os.PathLike | None = None,
               kernelbench_dir: str | os.PathLike | None = None, progress: bool = True) -> dict:
     """Run the study: missing evaluations (unless ``only_notebooks``), then every notebook (unless
-    ``only_evaluations``), then ``<reports>/study_provenance.json``. ``study_file`` ``None`` picks
+    ``only_evaluations``), then one line appended to ``<reports>/study_provenance.jsonl``. ``study_file`` ``None`` picks
     :func:`default_study_file`. Returns the provenance dict that was written.
 
     Raises ``FileNotFoundError``/:class:`StudyError` for a bad study file, :class:`StudyError` for a GPU run on a
@@ -432,7 +452,10 @@ def run_study(study_file: str | os.PathLike | None = None, *, only_notebooks: bo
         "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     study.reports.mkdir(parents=True, exist_ok=True)
-    (study.reports / "study_provenance.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    # one line per invocation, appended: a later run that finds nothing missing does not erase the record of the
+    # run that made the records
+    with (study.reports / "study_provenance.jsonl").open("a") as fh:
+        fh.write(json.dumps(record, sort_keys=True) + "\n")
     return record
 
 

@@ -61,7 +61,7 @@ A candidate is kbstudy-correct when every output of every trial passes all four.
   unwritten under both is unwritten; ``coverage_sentinels`` on each record says which sentinels its trials used.
 
 Thresholds per precision for these metrics are not set yet: they need the spread of honest implementations on the
-GPU (issue 3, part 2); until then only the relative L2 error, coverage, form and integrity decide.
+GPU; until then only the relative L2 error, coverage, form and integrity decide.
 """
 
 from __future__ import annotations

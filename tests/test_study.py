@@ -125,7 +125,8 @@ def test_tiny_cpu_study_end_to_end(tmp_path):
     assert headline.loc["claude-3.5-sonnet", "n"] == 0 and headline.loc["claude-3.5-sonnet", "n_skipped"] == 1
     assert headline.loc["null:reference", "kbstudy_correct_pct"] == 100.0
     assert headline.loc["null:zeros", "kbstudy_correct_pct"] == 0.0
-    provenance = json.loads((tmp_path / "reports" / "study_provenance.json").read_text())
+    lines = (tmp_path / "reports" / "study_provenance.jsonl").read_text().splitlines()
+    provenance = json.loads(lines[-1])
     assert provenance["study"] == "tiny" and "git_commit" in provenance
     # resume: nothing new to evaluate
     again = study_mod.run_study(study_file, root=REPO, progress=False, only_evaluations=True)

@@ -31,7 +31,7 @@ import pandas as pd
 from kbstudy.dlrm_bench import MODEL_CONFIG, PAPER_MEDIAN_SPEEDUP, PAPER_WIN_RATE, PROBLEMS_DIR, problem_precision
 from kbstudy.records import RecordStore
 
-#: The memory-bound target of issue 6: ours within this factor of the floor.
+#: The memory-bound target of DLRM-Bench: our kernel within this factor of the floor.
 FLOOR_TARGET = 1.25
 #: The columns of :func:`load_run`, in order.
 COLUMNS = ("problem_id", "problem", "precision", "bound", "eager_ms", "compile_ms", "ours_ms", "floor_ms",

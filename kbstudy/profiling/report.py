@@ -16,7 +16,7 @@ from kbstudy.profiling.classify import CATEGORIES, CATEGORY_LABELS, classify_ker
 from kbstudy.records import iter_jsonl
 
 ROLE_ORDER = {"seven": 0, "extra": 1, "sweep": 2}
-#: Goal for the share of a workload's time that the name rules leave unclassified (issue 5: under 2%).
+#: Goal for the share of a workload's time that the name rules leave unclassified (under 2%, as the study requires).
 OTHER_SHARE_TARGET = 0.02
 
 
@@ -68,7 +68,7 @@ def classification_table(kernels: pd.DataFrame, keys: list[str] | None = None) -
     rule matched), ``op_fallback`` (no name rule matched; sorted by the launching ATen operator), ``op_rule``
     (ATen-operator rows of CPU records, sorted by ``OP_RULES``), ``other`` (nothing matched: the final "other"
     share); these four sum to 1. ``other_by_name_rules`` = ``op_fallback`` + ``other``: what would be "other"
-    without the operator fallback, the share the issue's 2% goal is judged on (on CPU records, where the rows are
+    without the operator fallback, the share the 2% goal is judged on (on CPU records, where the rows are
     operators and there is no fallback, it equals ``other``). ``names``, ``names_fallback``, ``names_other``:
     distinct names in all, sorted by the fallback, left in "other". ``below_target``: ``other_by_name_rules`` <
     :data:`OTHER_SHARE_TARGET`.
