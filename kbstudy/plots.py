@@ -45,3 +45,31 @@ def save_figure(fig, path_stem: str | Path) -> list[Path]:
     fig.savefig(png, dpi=PNG_DPI, bbox_inches="tight", metadata={"Software": None})
     fig.savefig(svg, bbox_inches="tight", metadata={"Date": None, "Creator": None})
     return [png, svg]
+
+
+# ------------------------------------------------------------------------------------------------ notebook helpers
+
+
+def report_dirs(output_dir: str | Path) -> tuple[Path, Path]:
+    """Create and return ``(<output_dir>/tables, <output_dir>/figures)``, where a notebook writes its CSV tables and
+    figures."""
+    out = Path(output_dir)
+    tables, figures = out / "tables", out / "figures"
+    tables.mkdir(parents=True, exist_ok=True)
+    figures.mkdir(parents=True, exist_ok=True)
+    return tables, figures
+
+
+def print_table(table, digits: int = 3, index: bool = False) -> None:
+    """Print a DataFrame as text rounded to ``digits``, missing values as ``-``: the form nbval compares (figures are
+    not compared, so each figure's data is printed this way too)."""
+    print(table.round(digits).to_string(index=index, na_rep="-"))
+
+
+def show_figure(figures_dir: str | Path, fig, name: str) -> None:
+    """Save ``fig`` as ``<figures_dir>/<name>.{png,svg}`` (:func:`save_figure`), close it, and display the PNG."""
+    from IPython.display import Image, display
+
+    png, _ = save_figure(fig, Path(figures_dir) / name)
+    plt.close(fig)
+    display(Image(filename=str(png)))

@@ -42,9 +42,10 @@ correctness = "kbstudy"  # verdict behind fast_p and the speedups: "kbstudy" or 
 level = 1  # KernelBench level
 
 # %%
+import functools
+
 import matplotlib.pyplot as plt
 import seaborn as sns
-from IPython.display import Image, display
 
 from kbstudy import plots, scoring
 from kbstudy.problems import operator_category
@@ -52,22 +53,9 @@ from kbstudy.records import load_evaluations
 from kbstudy.study import project_path
 
 plots.set_theme()
-out = project_path(output_dir)
-tables_dir, figures_dir = out / "tables", out / "figures"
-tables_dir.mkdir(parents=True, exist_ok=True)
-figures_dir.mkdir(parents=True, exist_ok=True)
-
-
-def show(table, digits=3):
-    """Print a table as rounded text: what nbval compares (figures themselves are not compared)."""
-    print(table.round(digits).to_string(index=False, na_rep="-"))
-
-
-def save(fig, name):
-    """Save a figure deterministically (PNG + SVG), close it and display the PNG."""
-    png, _ = plots.save_figure(fig, figures_dir / name)
-    plt.close(fig)
-    display(Image(filename=str(png)))
+tables_dir, figures_dir = plots.report_dirs(project_path(output_dir))
+show = functools.partial(plots.print_table, digits=3)  # tables as rounded text: what nbval compares
+save = functools.partial(plots.show_figure, figures_dir)  # deterministic PNG + SVG, displayed
 
 
 print(f"hardware: {hardware_label}; precision: {precision}; level: {level}; verdict: {correctness}")

@@ -31,8 +31,7 @@ hardware_label = "CPU (tiny configurations, ATen operators)"  # how the hardware
 rule = "non_vendor"  # addressable rule: a name in kbstudy.profiling.addressable.ADDRESSABLE_RULES
 
 # %%
-import matplotlib.pyplot as plt
-from IPython.display import Image, display
+import functools
 
 from kbstudy import plots
 from kbstudy.profiling import report
@@ -40,22 +39,9 @@ from kbstudy.profiling.addressable import ADDRESSABLE_RULES, paper_comparison
 from kbstudy.study import project_path
 
 plots.set_theme()
-out = project_path(output_dir)
-tables_dir, figures_dir = out / "tables", out / "figures"
-tables_dir.mkdir(parents=True, exist_ok=True)
-figures_dir.mkdir(parents=True, exist_ok=True)
-
-
-def show(table, digits=3, index=True):
-    """Print a table as rounded text: what nbval compares (figures themselves are not compared)."""
-    print(table.round(digits).to_string(index=index, na_rep="-"))
-
-
-def save(fig, name):
-    """Save a figure deterministically (PNG + SVG), close it and display the PNG."""
-    png, _ = plots.save_figure(fig, figures_dir / name)
-    plt.close(fig)
-    display(Image(filename=str(png)))
+tables_dir, figures_dir = plots.report_dirs(project_path(output_dir))
+show = functools.partial(plots.print_table, digits=3, index=True)  # tables as rounded text: what nbval compares
+save = functools.partial(plots.show_figure, figures_dir)  # deterministic PNG + SVG, displayed
 
 
 kernels, workloads = report.load_profile_records(project_path(records_dir))

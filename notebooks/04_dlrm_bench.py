@@ -34,31 +34,19 @@ output_dir = "outputs/reports/cpu-default/04_dlrm_bench"  # tables/ and figures/
 hardware_label = "CPU (Triton interpreter)"  # how the hardware is named in titles
 
 # %%
+import functools
+
 import matplotlib.pyplot as plt
 import seaborn as sns
-from IPython.display import Image, display
 
 from kbstudy import plots
 from kbstudy.dlrm_bench.report import FLOOR_TARGET, load_run, long_times, missing, run_layout, summary
 from kbstudy.study import project_path
 
 plots.set_theme()
-out = project_path(output_dir)
-tables_dir, figures_dir = out / "tables", out / "figures"
-tables_dir.mkdir(parents=True, exist_ok=True)
-figures_dir.mkdir(parents=True, exist_ok=True)
-
-
-def show(table, digits=4):
-    """Print a table as rounded text: what nbval compares (figures themselves are not compared)."""
-    print(table.round(digits).to_string(index=False, na_rep="-"))
-
-
-def save(fig, name):
-    """Save a figure deterministically (PNG + SVG), close it and display the PNG."""
-    png, _ = plots.save_figure(fig, figures_dir / name)
-    plt.close(fig)
-    display(Image(filename=str(png)))
+tables_dir, figures_dir = plots.report_dirs(project_path(output_dir))
+show = functools.partial(plots.print_table, digits=4)  # tables as rounded text: what nbval compares
+save = functools.partial(plots.show_figure, figures_dir)  # deterministic PNG + SVG, displayed
 
 
 table, machine = load_run(project_path(records_dir))
