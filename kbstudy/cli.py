@@ -17,6 +17,15 @@ def _fail(message: str) -> None:
     raise typer.Exit(code=2)
 
 
+def _check_run_options(precisions: List[str], size_scale: float) -> None:
+    """Exit 2 with a clear message for an unknown precision or a size scale outside (0, 1]."""
+    bad = [p for p in precisions if p not in ("fp32", "fp16", "bf16")]
+    if bad:
+        _fail(f"unknown precision {bad[0]!r} (fp32, fp16 or bf16)")
+    if not 0 < size_scale <= 1:
+        _fail(f"--size-scale must be in (0, 1], got {size_scale}")
+
+
 def load_candidate_specs(specs: List[str], problems, levels=None, model_configs=None):
     """Candidates from a list of specs: a folder or JSONL path, or ``null:<kind>`` (``null:all`` for every null
     candidate) generated for each problem. Raises FileNotFoundError / CandidateLoadError / KeyError."""
@@ -88,10 +97,7 @@ def eval_command(
     from kbstudy.problems import ProblemLoadError, load_problems
     from kbstudy.records import RecordStore
 
-    if precision not in ("fp32", "fp16", "bf16"):
-        _fail(f"unknown precision {precision!r} (fp32, fp16 or bf16)")
-    if not 0 < size_scale <= 1:
-        _fail(f"--size-scale must be in (0, 1], got {size_scale}")
+    _check_run_options([precision], size_scale)
     try:
         probs = load_problems(problems, levels=level, problem_ids=problem_id, version=problem_version)
         cands = load_candidate_specs(candidates, probs, levels=level, model_configs=model_config)
@@ -141,11 +147,7 @@ def calibrate_command(
     from kbstudy.records import RecordStore
 
     precisions = list(precision or ["fp32", "bf16"])
-    bad = [p for p in precisions if p not in ("fp32", "fp16", "bf16")]
-    if bad:
-        _fail(f"unknown precision {bad[0]!r} (fp32, fp16 or bf16)")
-    if not 0 < size_scale <= 1:
-        _fail(f"--size-scale must be in (0, 1], got {size_scale}")
+    _check_run_options(precisions, size_scale)
     try:
         probs = load_problems(problems, levels=level, problem_ids=problem_id)
     except (FileNotFoundError, ProblemLoadError) as exc:

@@ -178,35 +178,27 @@ class Child:
             if time.monotonic() > deadline:
                 raise ChildTimeout(f"no reply within {timeout:.0f} s")
 
-    def recv(self, timeout: float) -> Any:
-        self._wait(timeout)
+    def _io(self, operation, *args):
+        """Run a connection operation; a closed or broken pipe means the child is gone: ``ChildDied``."""
         try:
-            return self.conn.recv()
-        except EOFError:
+            return operation(*args)
+        except (BrokenPipeError, ConnectionResetError, EOFError):
             self.process.join(5)
             raise ChildDied(self.process.exitcode) from None
+
+    def recv(self, timeout: float) -> Any:
+        self._wait(timeout)
+        return self._io(self.conn.recv)
 
     def recv_bytes(self, timeout: float) -> bytes:
         self._wait(timeout)
-        try:
-            return self.conn.recv_bytes()
-        except EOFError:
-            self.process.join(5)
-            raise ChildDied(self.process.exitcode) from None
+        return self._io(self.conn.recv_bytes)
 
     def send(self, message: Any) -> None:
-        try:
-            self.conn.send(message)
-        except (BrokenPipeError, ConnectionResetError, EOFError):
-            self.process.join(5)
-            raise ChildDied(self.process.exitcode) from None
+        self._io(self.conn.send, message)
 
     def send_bytes(self, data: bytes) -> None:
-        try:
-            self.conn.send_bytes(data)
-        except (BrokenPipeError, ConnectionResetError, EOFError):
-            self.process.join(5)
-            raise ChildDied(self.process.exitcode) from None
+        self._io(self.conn.send_bytes, data)
 
     def close(self, grace_s: float = 10.0) -> None:
         """Ask the child to finish, then kill its whole process group if it has not."""
