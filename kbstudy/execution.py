@@ -8,6 +8,7 @@ Used by ``reference.py`` (the reference process) and ``worker.py`` (the candidat
 from __future__ import annotations
 
 import importlib.util
+import linecache
 import random
 import sys
 import types
@@ -71,6 +72,9 @@ def load_module(source: str, name: str, filename: str) -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     module.__file__ = filename
     sys.modules[name] = module
+    # Triton's @jit reads its function's source through inspect.getsourcelines and refuses ("@jit functions should be
+    # defined in a Python file") when it finds none; an mtime of None keeps linecache.checkcache from evicting it.
+    linecache.cache[filename] = (len(source), None, source.splitlines(keepends=True), filename)
     code = compile(source, filename, "exec")
     exec(code, module.__dict__)  # noqa: S102 - running candidate code is this process's job
     return module
