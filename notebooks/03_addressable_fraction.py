@@ -20,12 +20,15 @@
 # fraction** f is the share of kernel time in the categories of the chosen rule (`kbstudy.profiling.addressable`).
 # Amdahl's law bounds the end-to-end speedup by 1/(1-f); with addressable kernels s times faster it is
 # 1/((1-f)+f/s). The paper reports f from 8.9% to 58.2%, and 80-86% of transformer runtime in cuBLAS GEMM plus
-# FlashAttention. On CPU records the unit is ATen operator self time instead of kernel time.
+# FlashAttention (`kbstudy.profiling.addressable.PAPER`, with its citation). On CPU records the unit is ATen operator
+# self time instead of kernel time.
 
 # %% tags=["parameters"]
 # Paths are relative to the repository root (resolved by kbstudy.study.project_path), so the rendered notebook
 # re-runs unchanged from outputs/reports/<name>/ under nbval.
 records_dir = "outputs/records/cpu-profile"  # kbstudy.profiling.gpu_run output: workloads.jsonl, kernels.jsonl
+# folders of the same hardware whose kernels.jsonl fills runs records_dir lacks or skipped (step times stay missing)
+supplementary_dirs = []
 output_dir = "outputs/reports/cpu-default/03_addressable_fraction"  # tables/ and figures/ go here
 hardware_label = "CPU (tiny configurations, ATen operators)"  # how the hardware is named in titles
 rule = "non_vendor"  # addressable rule: a name in kbstudy.profiling.addressable.ADDRESSABLE_RULES
@@ -44,8 +47,10 @@ show = functools.partial(plots.print_table, digits=3, index=True)  # tables as r
 save = functools.partial(plots.show_figure, figures_dir)  # deterministic PNG + SVG, displayed
 
 
-kernels, workloads = report.load_profile_records(project_path(records_dir))
+kernels, workloads = report.load_profile_records(project_path(records_dir),
+                                                 supplementary=[project_path(d) for d in supplementary_dirs])
 print(f"records: {records_dir} | hardware: {hardware_label}")
+print("supplementary kernel tables: " + (", ".join(supplementary_dirs) if supplementary_dirs else "none"))
 print(f"{len(workloads)} workload runs, {len(kernels)} (workload, name) rows")
 print("addressable rule:", rule, "=", sorted(ADDRESSABLE_RULES[rule]))
 
@@ -67,6 +72,29 @@ errors = workloads.loc[workloads["status"] != "ok", ["workload_key", "status", "
 if len(errors):
     errors["error"] = errors["error"].fillna("").astype(str).str.slice(0, 60)
     show(errors, index=False)
+
+# %% [markdown]
+# ## Where each row comes from
+# `row_from` = `workloads.jsonl`: the main folder's workload row, with the step time measured in a separate run
+# without the profiler. `row_from` = `kernels.jsonl`: a run the main folder lacks or skipped, filled from the kernel
+# table of a supplementary folder (`source_folder`; `replaces` is the main folder's status for it). Such a row has
+# its category shares and addressable fraction computed from its kernels, its parameter count from building the
+# same configuration on PyTorch's meta device, and **no step time** (shown as `-`; `f_of_step` is missing too).
+# Where the two folders profiled the same run, their addressable fractions are compared below: the check that a
+# kernel table of one call can stand in for the other's.
+
+# %%
+sources = report.row_sources(workloads)
+sources.to_csv(tables_dir / "row_sources.csv", index=False)
+show(sources, index=False)
+if supplementary_dirs:
+    agreement = report.folder_agreement(project_path(records_dir), [project_path(d) for d in supplementary_dirs],
+                                        rule=rule)
+    agreement.to_csv(tables_dir / "folder_agreement.csv", index=False)
+    show(agreement, digits=4, index=False)
+    print(f"{len(agreement)} runs profiled in both folders: addressable fraction differs by at most "
+          f"{agreement['abs_diff_f'].max():.4f}, GEMM+attention share by at most "
+          f"{agreement['abs_diff_gemm_attention'].max():.4f}")
 
 # %% [markdown]
 # ## Per-workload summary: addressable fraction, GEMM+attention share, Amdahl bound
@@ -91,21 +119,30 @@ show(breakdown)
 
 # %% [markdown]
 # ## Addressable fraction beside the paper's
-# The shaded band is the paper's range over its seven workloads; the table puts our per-domain range beside the
-# paper's numbers (the "paper" row; its GEMM+attention values are for transformers).
+# Left: our addressable fraction per workload; the shaded band is the paper's range over its seven workloads.
+# Right: the GEMM+attention share; the shaded band is the paper's 80-86% for transformers. The table puts our
+# per-domain ranges over the seven (extras are drawn, not counted) beside the paper's numbers (the "paper" row; its
+# GEMM+attention values are for transformers).
+#
+# Read the comparison with the method in mind. Our f is a share of **GPU kernel time** under a stated rule (vendor
+# GEMM, attention and convolution are not addressable); where a step time exists, `f_of_step` divides the same
+# addressable kernel time by the step time measured without the profiler, which also counts the time the GPU waits
+# for the host between kernels. The models are plain PyTorch eager with `F.scaled_dot_product_attention`
+# (cuDNN SDPA on the H200), bf16, at the batch sizes of `docs/profiling.md`; the paper's software stack and batch
+# sizes may differ. The sentences under the table are computed from the records; the paper's values are constants.
 
 # %%
-seven = table.loc[main_keys]
+seven = table[table["role"] == "seven"]
 comparison = paper_comparison(seven, seven["domain"].to_dict())
 comparison.to_csv(tables_dir / "paper_comparison.csv")
-save(report.plot_addressable_vs_paper(seven, f"Addressable fraction ({rule}) - {hardware_label}"),
+save(report.plot_addressable_vs_paper(table.loc[main_keys], f"Addressable fraction ({rule}) - {hardware_label}"),
      "addressable_vs_paper")
 show(comparison)
 
 # %% [markdown]
 # ## Transformer size sweep
-# How the addressable fraction and the GEMM+attention share move with model size. A workload enters the sweep with
-# at least three sizes in the records; sweep sizes the records lack are named.
+# How the addressable fraction, the GEMM+attention share and the Amdahl bound 1/(1-f) move with model size. A workload
+# enters the sweep with at least three sizes in the records; sweep sizes the records lack are named.
 
 # %%
 sweep = report.sweep_table(table, workloads)
@@ -117,6 +154,17 @@ if len(sweep):
     show(sweep)
 else:
     print("no transformer has three sizes in the records: no sweep to show")
+
+# %% [markdown]
+# ## Comparison with the paper
+# Computed from the tables above (`kbstudy.profiling.report.paper_comparison_notes`); the paper's values are the
+# constants of `kbstudy.profiling.addressable.PAPER`, cited as `PAPER_CITATION`. On CPU records the numbers are shares
+# of ATen operator time on tiny configurations and say nothing about a GPU.
+
+# %%
+notes = report.paper_comparison_notes(table, sweep, rule=rule)
+(tables_dir / "paper_comparison_notes.txt").write_text("\n".join(notes) + "\n")
+print("\n".join(f"- {n}" for n in notes))
 
 # %% [markdown]
 # ## Largest kernels per workload

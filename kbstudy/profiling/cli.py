@@ -69,46 +69,66 @@ def _names_from(source: Path) -> list[dict]:
 
 @app.command("fixture-from-names")
 def fixture_cmd(
-    source: Path = typer.Argument(..., help="kernel_names.json written by gpu_run, or a kernels.jsonl"),
+    sources: list[Path] = typer.Argument(..., help="kernel_names.json files written by gpu_run, or kernels.jsonl files"),
     fixture: Path = typer.Option(Path("tests/profiling/fixtures/kernel_names.csv"),
                                  help="CSV name,expected_category[,top_ops,review_note]"),
+    prune: bool = typer.Option(False, help="drop the fixture rows whose name none of SOURCES holds (the fixture then "
+                                           "mirrors exactly the names of SOURCES)"),
 ) -> None:
-    """Append the names the fixture lacks with the category the **name rules alone** give them (no operator
-    fallback, so what no rule matches shows as "other"); review every appended row before committing."""
+    """Append the names of SOURCES the fixture lacks with the category the **name rules alone** give them (no
+    operator fallback, so what no rule matches shows as "other"); review every appended row before committing.
+    ``top_ops`` of the rows kept gain the launching operators SOURCES add. With ``--prune``, names no source holds
+    are removed (rewrites the file; categories and review notes of the rows kept are left as they are)."""
     from kbstudy.profiling.classify import classify_kernel
 
-    have, header = set(), ["name", "expected_category"]
+    header, rows = ["name", "expected_category"], {}
     if fixture.exists():
         with fixture.open(newline="") as fh:
             reader = csv.DictReader(fh)
             header = list(reader.fieldnames or header)
-            have = {row["name"] for row in reader}
-    new = [d for d in _names_from(source) if d["name"] not in have]
-    write_header = not fixture.exists()
-    with fixture.open("a", newline="") as fh:
+            rows = {row["name"]: row for row in reader}
+    seen: dict[str, dict] = {}
+    for source in sources:
+        for d in _names_from(source):
+            s = seen.setdefault(d["name"], {"name": d["name"], "top_ops": []})
+            s["top_ops"] += [op for op in d["top_ops"] if op not in s["top_ops"]]
+    new = [d for d in seen.values() if d["name"] not in rows]
+    dropped = [n for n in rows if n not in seen] if prune else []
+    for n in dropped:
+        del rows[n]
+    if "top_ops" in header:
+        for n, row in rows.items():
+            ops = [op for op in (row.get("top_ops") or "").split(";") if op]
+            row["top_ops"] = ";".join(ops + [op for op in seen.get(n, {}).get("top_ops", []) if op not in ops])
+    for d in new:
+        rows[d["name"]] = {"name": d["name"], "expected_category": classify_kernel(d["name"]),
+                           "top_ops": ";".join(d["top_ops"]), "review_note": ""}
+    with fixture.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=header, extrasaction="ignore")
-        if write_header:
-            w.writeheader()
-        for d in new:
-            w.writerow({"name": d["name"], "expected_category": classify_kernel(d["name"]),
-                        "top_ops": ";".join(d["top_ops"]), "review_note": ""})
+        w.writeheader()
+        w.writerows(rows.values())
     others = [d for d in new if classify_kernel(d["name"]) == "other"]
-    typer.echo(f"appended {len(new)} names to {fixture}; {len(others)} no name rule matches (review)")
+    typer.echo(f"{fixture}: appended {len(new)} names, dropped {len(dropped)}; {len(others)} new names no name rule "
+               f"matches (review every appended row)")
     for d in others:
         typer.echo(f"  other: {d['name'][:160]}   [launched by {', '.join(d['top_ops']) or '?'}]")
 
 
 @app.command("coverage")
-def coverage_cmd(records: Path = typer.Argument(..., help="gpu_run output folder (kernels.jsonl, workloads.jsonl)")
-                 ) -> None:
+def coverage_cmd(
+    records: Path = typer.Argument(..., help="gpu_run output folder (kernels.jsonl, workloads.jsonl)"),
+    supplementary: Optional[list[Path]] = typer.Option(
+        None, help="folder whose kernels.jsonl fills the runs RECORDS lacks or skipped (repeatable)"),
+) -> None:
     """Per workload: share of time sorted by a kernel-name rule, by the launching-operator fallback, by an operator
     rule (CPU rows), left in "other", and ``other_by_name_rules`` (fallback + other) against the 2% goal."""
     import pandas as pd
 
     from kbstudy.profiling import report
 
-    kernels, _ = report.load_profile_records(records)
-    table = report.classification_table(kernels)
+    kernels, workloads = report.load_profile_records(records, supplementary=supplementary or None)
+    ok = workloads.loc[workloads["status"] == "ok", "workload_key"].tolist()
+    table = report.classification_table(kernels, ok)
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         typer.echo(table.round(5).to_string())
     unmatched = report.unmatched_names(kernels)

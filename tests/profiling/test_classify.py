@@ -1,12 +1,14 @@
 """The kernel-name and ATen-operator classifiers, on fixtures of real kernel names.
 
 ``fixtures/kernel_names.csv``: hand-written names (several GPU generations, libraries, Inductor).
-``fixtures/h200_kernel_names.csv``: every distinct kernel name of the committed H200 records
-(``outputs/records/h200-profile/kernels.jsonl``), each reviewed by hand; ``top_ops`` are the launching operators seen,
+``fixtures/h200_kernel_names.csv``: every distinct kernel name of the committed H200 records (both folders of the
+profiling session: ``outputs/records/h200-profile`` and ``outputs/records/h200-profile-call3``, whose kernel tables
+fill the two runs the first one skipped), each reviewed by hand; ``top_ops`` are the launching operators seen,
 ``review_note`` says why where the category is not obvious or a rule was changed for it.
 """
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,8 @@ from kbstudy.records import iter_jsonl
 FIXTURES = Path(__file__).parent / "fixtures"
 FIXTURE = FIXTURES / "kernel_names.csv"
 H200_FIXTURE = FIXTURES / "h200_kernel_names.csv"
-H200_KERNELS = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-profile" / "kernels.jsonl"
+H200_FOLDERS = [Path(__file__).resolve().parents[2] / "outputs" / "records" / name
+                for name in ("h200-profile", "h200-profile-call3")]
 
 
 def _fixture_rows(path=FIXTURE):
@@ -26,7 +29,7 @@ def _fixture_rows(path=FIXTURE):
         return [(r["name"], r["expected_category"]) for r in csv.DictReader(fh)]
 
 
-@pytest.mark.parametrize("path,min_rows", [(FIXTURE, 50), (H200_FIXTURE, 190)], ids=["hand", "h200"])
+@pytest.mark.parametrize("path,min_rows", [(FIXTURE, 50), (H200_FIXTURE, 200)], ids=["hand", "h200"])
 def test_fixture_is_well_formed(path, min_rows):
     rows = _fixture_rows(path)
     assert len(rows) >= min_rows
@@ -45,12 +48,23 @@ def test_h200_kernel_name_category(name, expected):
     assert classify_kernel_source(name) == (expected, "name_rule")
 
 
-@pytest.mark.skipif(not H200_KERNELS.exists(), reason="H200 profile records absent")
+@pytest.mark.skipif(not all((f / "kernels.jsonl").exists() for f in H200_FOLDERS), reason="H200 profile records absent")
 def test_h200_fixture_holds_every_recorded_name():
-    recorded = {r["name"] for r in iter_jsonl(H200_KERNELS) if r.get("level", "kernel") == "kernel"}
-    fixture = {n for n, _ in _fixture_rows(H200_FIXTURE)}
-    assert recorded - fixture == set(), "new H200 kernel names: add them (kbstudy profile fixture-from-names)"
-    assert fixture - recorded == set()
+    """The fixture holds exactly the distinct kernel names of both H200 folders, by their kernel tables and by their
+    ``kernel_names.json`` bundles (which must agree), with the category each bundle recorded unless a review note
+    says a rule was changed for the name."""
+    recorded = {r["name"] for f in H200_FOLDERS for r in iter_jsonl(f / "kernels.jsonl")
+                if r.get("level", "kernel") == "kernel"}
+    bundles = [json.loads((f / "kernel_names.json").read_text())["names"] for f in H200_FOLDERS]
+    assert {d["name"] for b in bundles for d in b} == recorded
+    with H200_FIXTURE.open(newline="") as fh:
+        rows = {r["name"]: r for r in csv.DictReader(fh)}
+    assert recorded - set(rows) == set(), ("new H200 kernel names: add them (kbstudy profile fixture-from-names "
+                                           "--prune ... --fixture tests/profiling/fixtures/h200_kernel_names.csv)")
+    assert set(rows) - recorded == set()
+    for d in (d for b in bundles for d in b):
+        row = rows[d["name"]]
+        assert row["expected_category"] == d["category"] or "was " in row["review_note"], d["name"]
 
 
 def test_rule_order_resolves_ambiguous_names():
