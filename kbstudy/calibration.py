@@ -1,56 +1,110 @@
 """Null-candidate calibration: which null candidates pass which verdict, per problem and precision.
 
 Rule: on a problem whose reference is not degenerate (``ReferenceRecord.degenerate`` false), kbstudy's verdict must
-reject every *must-fail* null: ``zeros``, ``mean`` and the partial writers. Two nulls are *probes*, reported but not
-required to fail, because they can be accurate answers:
+reject every *must-fail* null: ``zeros``, ``mean`` and the partial writers, and must accept every *honest* one:
+``reference`` and, where it was run, ``compile`` (the reference under ``torch.compile``). Two nulls are *probes*,
+reported but not required to fail, because they can be accurate answers:
 
 * ``noise`` adds at most KernelBench's atol to each element; on an output whose RMS is well above atol it is within
   any sensible tolerance (kbstudy rejects it only where atol exceeds the output's scale, which is the finding);
 * ``lowprec`` at fp32 computes in fp16, whose unit roundoff (2^-11) equals TF32's, which kbstudy's fp32 threshold
   admits on purpose; at bf16 it keeps 3 mantissa bits and is expected to fail.
 
-A null that passes kbstudy's check on a degenerate problem is no violation: the problem is the finding.
+A null that passes kbstudy's check on a degenerate problem is no violation: the problem is the finding. Nor is
+``mean`` on an output of a single element (a loss, a norm): the mean of one value is that value, so there the "null"
+is the reference itself (``vacuous`` below), which no verdict can or should reject.
+
+:func:`run_calibration` is what ``kbstudy calibrate`` runs; :func:`calibration_findings` turns the records into one
+row per (run, problem, precision, null) with its role and whether it violates the rule.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
 
 #: Null candidates kbstudy must reject on every non-degenerate problem.
 MUST_FAIL = ("zeros", "mean", "partial0.3", "partial10", "partial50", "partial90")
 #: Null candidates reported but not required to fail (see the module docstring).
 PROBES = ("noise", "lowprec")
+#: Honest implementations: kbstudy must accept them (``compile`` is run on request, see ``kbstudy.candidates``).
+HONEST = ("reference", "compile")
+#: Must-fail nulls that coincide with the reference when the output has a single element (see the module docstring).
+VACUOUS_ON_SCALAR = ("mean",)
+
+#: Columns of :func:`calibration_findings`, in order.
+FINDING_COLUMNS = ["run", "hardware", "size_scale", "level", "problem_id", "problem_name", "precision", "null",
+                   "role", "outcome", "kernelbench_correct", "kbstudy_correct", "kbstudy_failure", "rel_l2_error",
+                   "max_abs_error_normalized", "elementwise_rel_error_max", "coverage", "kernelbench_max_abs_diff",
+                   "output_rms", "output_numel", "degenerate", "degenerate_constant", "degenerate_inputs", "vacuous",
+                   "must_fail", "violation"]
 
 
-def calibration_findings(evaluations, references):
-    """One row per (problem, precision, null kind) of a calibration run.
+def null_role(kind: str) -> str:
+    """``"honest"``, ``"must fail"``, ``"probe"`` or ``"other"`` for a null kind (without the ``null:`` prefix)."""
+    if kind in HONEST:
+        return "honest"
+    if kind in MUST_FAIL:
+        return "must fail"
+    return "probe" if kind in PROBES else "other"
+
+
+def _numel(shape) -> float:
+    """Elements of a recorded ``output_shape`` (a list of ints); NaN when unknown."""
+    import math
+
+    if not isinstance(shape, (list, tuple)):
+        return math.nan
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return float(n)
+
+
+def calibration_findings(evaluations, references, extra_columns: Sequence[str] = ()):
+    """One row per (run, problem, precision, null kind, size scale, hardware) of calibration records.
 
     Args:
-        evaluations: ``RecordStore.evaluations_frame()`` of a calibration folder (null candidates only are used).
-        references: ``RecordStore.references_frame()`` of the same folder (degeneracy fields).
-    Returns a pandas DataFrame with columns ``problem_name``, ``precision``, ``null`` (kind), ``outcome``,
-    ``kernelbench_correct``, ``kbstudy_correct``, ``kbstudy_failure``, ``rel_l2_error``, ``coverage``,
-    ``degenerate``, ``degenerate_constant``, ``degenerate_inputs``, ``must_fail`` (bool) and ``violation`` (a
-    must-fail null that kbstudy accepted on a non-degenerate problem, or ``null:reference`` that it rejected).
+        evaluations: a frame of :class:`kbstudy.records.EvaluationRecord` rows (``RecordStore.evaluations_frame()`` or
+            ``kbstudy.records.load_evaluations``); only null candidates (``model_config`` ``null:<kind>``) are used.
+        references: the matching :class:`kbstudy.records.ReferenceRecord` rows (degeneracy, output shape and RMS),
+            joined on the evaluation's ``reference_key`` (falling back to problem hash and precision for rows without
+            one).
+        extra_columns: columns of ``evaluations`` to carry through after :data:`FINDING_COLUMNS` (e.g. ``setting``).
+    Returns a pandas DataFrame with :data:`FINDING_COLUMNS`: the record's identity and verdict fields, ``null`` (the
+    kind), ``role`` (:func:`null_role`), ``output_rms`` (float64 reference RMS, output units) and ``output_numel``
+    (from the reference record; NaN when unknown), the degeneracy flags, ``vacuous`` (a :data:`VACUOUS_ON_SCALAR`
+    null on a one-element output), ``must_fail`` and ``violation``: a must-fail null, not vacuous, that kbstudy
+    accepted on a non-degenerate problem, or an honest null that was evaluated and rejected. Sorted by precision,
+    level, problem id, null.
     """
     import pandas as pd
 
-    columns = ["problem_name", "precision", "null", "outcome", "kernelbench_correct", "kbstudy_correct",
-               "kbstudy_failure", "rel_l2_error", "coverage", "degenerate", "degenerate_constant",
-               "degenerate_inputs", "must_fail", "violation"]
+    columns = FINDING_COLUMNS + [c for c in extra_columns if c not in FINDING_COLUMNS]
     if not len(evaluations):
         return pd.DataFrame(columns=columns)
     ev = evaluations[evaluations.model_config.astype(str).str.startswith("null:")].copy()
     ev["null"] = ev.model_config.str.slice(5)
-    refs = references[["problem_sha256", "precision", "degenerate", "degenerate_constant", "degenerate_inputs"]] \
-        if len(references) else pd.DataFrame(columns=["problem_sha256", "precision", "degenerate",
-                                                      "degenerate_constant", "degenerate_inputs"])
-    refs = refs.drop_duplicates(["problem_sha256", "precision"], keep="last")
-    ev = ev.merge(refs, on=["problem_sha256", "precision"], how="left")
+    ref_cols = ["degenerate", "degenerate_constant", "degenerate_inputs", "output_rms", "output_shape"]
+    refs = references if len(references) else pd.DataFrame(columns=["key", "problem_sha256", "precision", *ref_cols])
+    by_key = refs.drop_duplicates("key", keep="last")[["key", *ref_cols]].rename(columns={"key": "reference_key"})
+    found = ev["reference_key"].isin(by_key["reference_key"])
+    by_problem = refs.drop_duplicates(["problem_sha256", "precision"], keep="last")[
+        ["problem_sha256", "precision", *ref_cols]]
+    parts = [ev[found].merge(by_key, on="reference_key", how="left"),
+             ev[~found].merge(by_problem, on=["problem_sha256", "precision"], how="left")]
+    ev = pd.concat([part for part in parts if len(part)] or parts[:1], ignore_index=True)
+    ev["output_numel"] = ev["output_shape"].map(_numel)
+    ev["role"] = ev["null"].map(null_role)
     ev["must_fail"] = ev["null"].isin(MUST_FAIL)
+    ev["vacuous"] = ev["null"].isin(VACUOUS_ON_SCALAR) & ev["output_numel"].eq(1.0)
     accepted = ev.kbstudy_correct.eq(True)
     not_degenerate = ~ev.degenerate.eq(True)
-    ev["violation"] = (ev.must_fail & accepted & not_degenerate) | (
-        ev["null"].eq("reference") & ev.outcome.eq("evaluated") & ~accepted)
-    return ev[columns].sort_values(["precision", "problem_name", "null"]).reset_index(drop=True)
+    evaluated = ev.outcome.eq("evaluated")
+    ev["violation"] = (ev.must_fail & ~ev.vacuous & accepted & not_degenerate) | (
+        ev.role.eq("honest") & evaluated & ~accepted)
+    out = ev[columns].sort_values(["precision", "level", "problem_id", "null", "size_scale", "hardware"])
+    return out.reset_index(drop=True)
 
 
 def print_calibration(findings, title: str) -> None:
@@ -65,13 +119,137 @@ def print_calibration(findings, title: str) -> None:
         table.add_column(col)
     for kind, group in findings.groupby("null", sort=True):
         evaluated = group[group.outcome == "evaluated"]
-        role = "reference" if kind == "reference" else ("must fail" if kind in MUST_FAIL else "probe")
-        table.add_row(kind, role, str(len(evaluated)), str(int(evaluated.kernelbench_correct.eq(True).sum())),
+        table.add_row(kind, null_role(kind), str(len(evaluated)), str(int(evaluated.kernelbench_correct.eq(True).sum())),
                       str(int(evaluated.kbstudy_correct.eq(True).sum())), str(int(group.violation.sum())))
     console.print(table)
     degenerate = findings[findings.degenerate.eq(True)].drop_duplicates("problem_name")
     for _, row in degenerate.iterrows():
         console.print(f"degenerate reference: {row.problem_name} (constant={row.degenerate_constant}, "
                       f"inputs without effect={row.degenerate_inputs})")
+    for _, row in findings[findings.vacuous & findings.kbstudy_correct.eq(True)].iterrows():
+        console.print(f"vacuous null: null:{row['null']} on {row.problem_name} (one-element output: it is the reference)")
     for _, row in findings[findings.violation].iterrows():
-        console.print(f"VIOLATION: null:{row['null']} on {row.problem_name}: kbstudy_correct={row.kbstudy_correct}")
+        console.print(f"VIOLATION: null:{row['null']} on {row.problem_name}: kbstudy_correct={row.kbstudy_correct} "
+                      f"({row.kbstudy_failure})")
+
+
+def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[str], *, nulls: Sequence[str],
+                    device: str = "auto", size_scale: float = 1.0, trials: int = 5, run_timeout_s: float = 300.0,
+                    cache_dir: str = ".cache/kbstudy", progress: bool = True,
+                    echo: Callable[[str], None] = print, selection: list[dict] | None = None) -> int:
+    """Evaluate ``null:reference`` and ``nulls`` on every problem, one record folder per precision
+    (``<out>-<precision>``), through :func:`kbstudy.evaluate.evaluate_batch` with no timing (calibration times
+    nothing); print each precision's findings (:func:`print_calibration`).
+
+    Args:
+        problems: :class:`kbstudy.problems.Problem` objects (KernelBench or DLRM-Bench).
+        out: folder prefix; records go to ``<out.parent>/<out.name>-<precision>`` (resumed if present).
+        precisions: ``fp32``, ``fp16`` and/or ``bf16``.
+        nulls: null kinds (``kbstudy.candidates.NULL_CANDIDATES``) to run beside ``reference``.
+        device, size_scale, trials, run_timeout_s, cache_dir, progress: as :class:`kbstudy.evaluate.EvalConfig`.
+        echo: where progress lines go.
+        selection: the report of :func:`select_by_footprint`, if the problems were selected by it: written as
+            ``selection.jsonl`` (one line per problem considered, sorted keys) into each precision's folder.
+    Returns the number of violations (:func:`calibration_findings`) over the precisions. Raises ``KeyError`` for an
+    unknown null kind and ``RuntimeError`` from ``evaluate_batch``.
+    """
+    from kbstudy.candidates import null_candidates
+    from kbstudy.evaluate import EvalConfig, evaluate_batch
+    from kbstudy.records import RecordStore
+
+    out = Path(out)
+    kinds = ("reference",) + tuple(k for k in nulls if k != "reference")
+    cands = [c for p in problems for c in null_candidates(p, kinds)]
+    failures = 0
+    for prec in precisions:
+        folder = out.parent / f"{out.name}-{prec}"
+        store = RecordStore(folder)
+        if selection is not None:
+            import json
+
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "selection.jsonl").write_text("".join(json.dumps(row, sort_keys=True) + "\n"
+                                                            for row in selection))
+        cfg = EvalConfig(run=folder.name, precision=prec, device=device, size_scale=size_scale, trials=trials,
+                         compile_baseline=False, eager_baseline=False, time_candidates=False,
+                         run_timeout_s=run_timeout_s, cache_dir=str(cache_dir), progress=progress)
+        summary = evaluate_batch(problems, cands, store, cfg)
+        echo(f"{folder}: {summary.written} records written, {summary.already_done} already present, "
+             f"{summary.seconds:.1f} s")
+        findings = calibration_findings(store.evaluations_frame(), store.references_frame())
+        print_calibration(findings, f"calibration {prec}, size scale {size_scale}")
+        failures += int(findings["violation"].sum()) if len(findings) else 0
+    return failures
+
+
+# ------------------------------------------------------------------------------------------------ problem selection
+
+
+def problem_footprint(problem, size_scale: float = 1.0) -> dict:
+    """The size of one forward call of ``problem`` at ``size_scale``, measured on PyTorch's ``meta`` device (shapes
+    only: no memory, no arithmetic, the same answer on any machine).
+
+    The scaled source (:func:`kbstudy.problems.scale_source`) is executed in a fresh namespace of this process, its
+    ``Model`` built and called under ``torch.device("meta")`` with ``torch.utils.flop_counter.FlopCounterMode``
+    counting (matmul, convolution and attention FLOPs, 2 per multiply-add).
+
+    Returns ``{"output_numel": int|None (first output's elements), "input_numel": int|None (sum over tensor inputs),
+    "flops": int|None (per forward call), "error": str|None}``; ``None`` values and the error text when the problem
+    cannot run on the meta device (an op without a meta kernel, ``.item()``, or a size the scaling broke). Never
+    raises.
+    """
+    import warnings
+
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from kbstudy.problems import scale_source
+
+    result = {"output_numel": None, "input_numel": None, "flops": None, "error": None}
+    try:
+        namespace: dict = {}
+        exec(compile(scale_source(problem.source, size_scale), problem.name, "exec"), namespace)  # noqa: S102
+        with warnings.catch_warnings(), torch.device("meta"), torch.no_grad():
+            warnings.simplefilter("ignore")
+            model = namespace["Model"](*namespace["get_init_inputs"]())
+            inputs = namespace["get_inputs"]()
+            counter = FlopCounterMode(display=False)
+            with counter:
+                out = model(*inputs)
+        first = out[0] if isinstance(out, (tuple, list)) else out
+        result["output_numel"] = int(first.numel()) if isinstance(first, torch.Tensor) else 1
+        result["input_numel"] = int(sum(x.numel() for x in inputs if isinstance(x, torch.Tensor)))
+        result["flops"] = int(counter.get_total_flops())
+    except Exception as exc:  # noqa: BLE001 - a problem the meta device cannot run is reported, not raised
+        result["error"] = f"{type(exc).__name__}: {exc}"[:300]
+    return result
+
+
+def select_by_footprint(problems: Sequence, size_scale: float, *, max_output_numel: int, max_input_numel: int,
+                        max_flops: float) -> tuple[list, list[dict]]:
+    """The problems whose :func:`problem_footprint` at ``size_scale`` is within every bound: the deterministic,
+    machine-independent subset rule of the CPU calibration for KernelBench levels 2 and 3 (their module-level sizes
+    scale, but spatial sizes written inside ``get_inputs`` do not, so some scaled problems stay GPU-sized).
+
+    Returns ``(kept, report)``: the kept problems in their order, and one dict per problem (``level``,
+    ``problem_id``, ``problem_name``, the footprint's fields, ``kept`` bool, ``reason`` str) for the record of what
+    was left out and why. Problems the meta device cannot run are left out (reason ``meta: <error>``).
+    """
+    kept, report = [], []
+    for problem in problems:
+        fp = problem_footprint(problem, size_scale)
+        if fp["error"]:
+            reason = f"meta: {fp['error']}"
+        elif fp["output_numel"] > max_output_numel:
+            reason = f"output {fp['output_numel']} > {max_output_numel} elements"
+        elif fp["input_numel"] > max_input_numel:
+            reason = f"inputs {fp['input_numel']} > {max_input_numel} elements"
+        elif fp["flops"] > max_flops:
+            reason = f"{fp['flops'] / 1e9:.3g} GFLOP > {max_flops / 1e9:.3g}"
+        else:
+            reason = ""
+        report.append({"level": problem.level, "problem_id": problem.problem_id, "problem_name": problem.name, **fp,
+                       "kept": not reason, "reason": reason})
+        if not reason:
+            kept.append(problem)
+    return kept, report

@@ -29,9 +29,12 @@ Built-in *null candidates* (see :func:`null_candidates`) are generated per probl
   compute dtype that every op supports, round inputs, weights and output to 3 mantissa bits (fp8 e4m3's precision,
   bf16's exponent range). Note: at fp32 kbstudy's threshold (1e-3) admits TF32 (unit roundoff 2^-11), which is
   fp16's unit roundoff too, so fp32 ``lowprec`` on an elementwise problem is expected to pass kbstudy's check; the
-  calibration reports it rather than assumes it fails.
+  calibration reports it rather than assumes it fails;
+* ``compile``: the reference under ``torch.compile`` (Inductor, default mode): an honest implementation whose error
+  shows the spread a verdict must admit (must pass, like ``reference``).
 
-:data:`CALIBRATION_NULLS` are the ones the calibration (``kbstudy calibrate``) runs beside ``reference``.
+:data:`CALIBRATION_NULLS` are the ones the calibration (``kbstudy calibrate``) runs beside ``reference`` by default;
+``compile`` (:data:`HONEST_EXTRA_NULLS`) runs on request.
 """
 
 from __future__ import annotations
@@ -320,12 +323,28 @@ class ModelNew(Model):
             return self._kb_emulated(args, kwargs, lambda x: x.to(low).to(x.dtype)
                                      if isinstance(x, torch.Tensor) and x.is_floating_point() else x)
 """,
+    "compile": """
+
+class ModelNew(Model):
+    \"\"\"kbstudy null candidate: the reference under ``torch.compile`` (Inductor, default mode), compiled once per
+    instance: an honest implementation whose error against the float64 reference is part of the spread a verdict
+    must admit (on a CPU Inductor emits C++/OpenMP, on a GPU Triton).\"\"\"
+
+    def forward(self, *args, **kwargs):
+        compiled = self.__dict__.get("_kb_compiled")
+        if compiled is None:
+            compiled = self.__dict__["_kb_compiled"] = torch.compile(Model.forward.__get__(self, type(self)))
+        return compiled(*args, **kwargs)
+""",
 })
 
 #: Every null candidate kind, in a fixed order (``null:all`` on the command line).
 NULL_CANDIDATES = tuple(_NULL_TEMPLATES)
 #: The null candidates of the calibration (``kbstudy calibrate``), run beside ``null:reference``.
 CALIBRATION_NULLS = ("zeros", "mean", "noise", "partial0.3", "partial10", "partial50", "partial90", "lowprec")
+#: Honest implementations besides the reference itself: run on request (``kbstudy calibrate --nulls compile``), since
+#: an Inductor compile costs seconds per problem where the other nulls cost milliseconds.
+HONEST_EXTRA_NULLS = ("compile",)
 _FIRST_NULLS = ("reference", "zeros", "mean")  # kept byte-identical: their sources (and record keys) predate helpers
 
 

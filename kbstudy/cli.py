@@ -124,14 +124,25 @@ def eval_command(
 
 @app.command("calibrate")
 def calibrate_command(
-    problems: Path = typer.Option(..., help="KernelBench checkout, folder of problems, or JSONL/Parquet export"),
     out: Path = typer.Option(..., help="records folder prefix: one folder per precision, <out>-<precision>"),
+    problems: Optional[Path] = typer.Option(None, help="KernelBench checkout, folder of problems, or JSONL/Parquet "
+                                                       "export (or --dlrm)"),
+    dlrm: bool = typer.Option(False, "--dlrm", help="calibrate DLRM-Bench's twelve problems (kbstudy.dlrm_bench, "
+                                                    "level 5) instead of --problems"),
     level: Optional[List[int]] = typer.Option(None, help="keep these levels"),
     problem_id: Optional[List[int]] = typer.Option(None, "--problem-id", help="keep these problem ids"),
     precision: Optional[List[str]] = typer.Option(None, help="fp32, fp16, bf16; repeat for several (default fp32 "
                                                              "and bf16)"),
+    nulls: Optional[List[str]] = typer.Option(None, "--nulls", help="null kinds beside null:reference; repeat for "
+                                                                    "several (default: kbstudy.candidates."
+                                                                    "CALIBRATION_NULLS; 'compile' on request)"),
     device: str = typer.Option("auto", help="auto, cpu, cuda or cuda:N"),
     size_scale: float = typer.Option(1.0, help="shrink problem sizes by this factor (0 < s <= 1)"),
+    max_output_numel: Optional[int] = typer.Option(None, help="keep problems whose scaled first output has at most "
+                                                              "this many elements (meta device; see "
+                                                              "kbstudy.calibration.select_by_footprint)"),
+    max_input_numel: Optional[int] = typer.Option(None, help="... and whose scaled inputs have at most this many"),
+    max_gflop: Optional[float] = typer.Option(None, help="... and whose scaled forward costs at most this many GFLOP"),
     trials: int = typer.Option(5, help="correctness trials (KernelBench: 5)"),
     run_timeout: float = typer.Option(300.0, help="s allowed per call stage of one candidate"),
     cache_dir: Path = typer.Option(Path(".cache/kbstudy"), help="build cache"),
@@ -140,39 +151,45 @@ def calibrate_command(
     """Null-candidate calibration: null:reference and every calibration null on every problem,
     per precision, through the same evaluation path as `eval`; no candidate or baseline timing. Prints which nulls
     pass KernelBench's check and kbstudy's, and the problems whose reference is degenerate."""
-    from kbstudy.calibration import calibration_findings, print_calibration
-    from kbstudy.candidates import CALIBRATION_NULLS, null_candidates
-    from kbstudy.evaluate import EvalConfig, evaluate_batch
+    from kbstudy.calibration import run_calibration
+    from kbstudy.candidates import CALIBRATION_NULLS, NULL_CANDIDATES
     from kbstudy.problems import ProblemLoadError, load_problems
-    from kbstudy.records import RecordStore
 
     precisions = list(precision or ["fp32", "bf16"])
     _check_run_options(precisions, size_scale)
+    kinds = list(nulls or CALIBRATION_NULLS)
+    unknown = [k for k in kinds if k not in NULL_CANDIDATES]
+    if unknown:
+        _fail(f"unknown null kind {unknown[0]!r} (known: {', '.join(NULL_CANDIDATES)})")
+    if dlrm == (problems is not None):
+        _fail("give either --problems or --dlrm")
     try:
-        probs = load_problems(problems, levels=level, problem_ids=problem_id)
+        if dlrm:
+            from kbstudy.dlrm_bench import load_dlrm_problems
+
+            probs = load_dlrm_problems(1.0, problem_id)
+        else:
+            probs = load_problems(problems, levels=level, problem_ids=problem_id)
     except (FileNotFoundError, ProblemLoadError) as exc:
         _fail(str(exc))
+    selection = None
+    if (max_output_numel, max_input_numel, max_gflop) != (None, None, None):
+        from kbstudy.calibration import select_by_footprint
+
+        probs, selection = select_by_footprint(
+            probs, size_scale, max_output_numel=max_output_numel or 2**62, max_input_numel=max_input_numel or 2**62,
+            max_flops=max_gflop * 1e9 if max_gflop is not None else float("inf"))
+        typer.echo(f"{len(probs)} of {len(selection)} problems within the footprint bounds")
     if not probs:
         _fail("no problems selected")
-    cands = [c for p in probs for c in null_candidates(p, ("reference",) + CALIBRATION_NULLS)]
-    failures = 0
-    for prec in precisions:
-        folder = out.parent / f"{out.name}-{prec}"
-        store = RecordStore(folder)
-        cfg = EvalConfig(run=folder.name, precision=prec, device=device, size_scale=size_scale, trials=trials,
-                         compile_baseline=False, eager_baseline=False, time_candidates=False,
-                         run_timeout_s=run_timeout, cache_dir=str(cache_dir), progress=progress)
-        try:
-            summary = evaluate_batch(probs, cands, store, cfg)
-        except RuntimeError as exc:
-            _fail(str(exc))
-        typer.echo(f"{folder}: {summary.written} records written, {summary.already_done} already present, "
-                   f"{summary.seconds:.1f} s")
-        findings = calibration_findings(store.evaluations_frame(), store.references_frame())
-        print_calibration(findings, f"calibration {prec}, size scale {size_scale}")
-        failures += int(findings["violation"].sum()) if len(findings) else 0
-    typer.echo(f"{failures} null candidates pass kbstudy's check on a non-degenerate problem (must be 0; "
-               "noise and lowprec excepted: see kbstudy.calibration)")
+    try:
+        failures = run_calibration(probs, out, precisions, nulls=kinds, device=device, size_scale=size_scale,
+                                   trials=trials, run_timeout_s=run_timeout, cache_dir=str(cache_dir),
+                                   progress=progress, echo=typer.echo, selection=selection)
+    except RuntimeError as exc:
+        _fail(str(exc))
+    typer.echo(f"{failures} null candidates pass kbstudy's check on a non-degenerate problem, or are honest and "
+               "fail it (must be 0; noise and lowprec excepted: see kbstudy.calibration)")
 
 
 @app.command("export")

@@ -60,10 +60,14 @@ def report_dirs(output_dir: str | Path) -> tuple[Path, Path]:
     return tables, figures
 
 
-def print_table(table, digits: int = 3, index: bool = False) -> None:
-    """Print a DataFrame as text rounded to ``digits``, missing values as ``-``: the form nbval compares (figures are
-    not compared, so each figure's data is printed this way too)."""
-    print(table.round(digits).to_string(index=index, na_rep="-"))
+def print_table(table, digits: int = 3, index: bool = False, significant: int | None = None) -> None:
+    """Print a DataFrame as text rounded to ``digits`` decimals (or, with ``significant``, every float to that many
+    significant digits, for columns spanning many orders of magnitude), missing values as ``-``: the form nbval
+    compares (figures are not compared, so each figure's data is printed this way too)."""
+    if significant is None:
+        print(table.round(digits).to_string(index=index, na_rep="-"))
+    else:
+        print(table.to_string(index=index, na_rep="-", float_format=lambda x: f"{x:.{significant}g}"))
 
 
 def show_figure(figures_dir: str | Path, fig, name: str) -> None:

@@ -1,5 +1,8 @@
 """Hand-made evaluation records that follow ``kbstudy.records`` exactly (written with ``RecordStore.append``), for the
-scoring, notebook and study tests. Every expected value in those tests is computed by hand from these rows."""
+scoring, notebook and study tests. Every expected value in those tests is computed by hand from these rows.
+
+:func:`write_calibration_slice` instead copies real records: a fixture-sized slice of the committed CPU calibration,
+for the audit (notebook 02) tests."""
 
 from __future__ import annotations
 
@@ -91,3 +94,33 @@ def write_store(folder: str | Path, records: list[EvaluationRecord] | None = Non
                                      timing_method="cpu_perf_counter", outcome="evaluated", eager_ms_median=1.0,
                                      compile_ms_median=1.0, created_utc="2026-01-01T00:00:00+00:00"))
     return store
+
+
+#: The slice of ``outputs/records/cpu-calibration`` the audit tests read: folder -> (level, problem ids). Level 1: a
+#: matrix-vector product (low spread at bf16), ReLU, softmax (zeros passes KernelBench's bf16 check) and the KL
+#: divergence (one-element output, ill-conditioned at bf16); level 2: problem 9 (identically zero at 1/64) and 37
+#: (GroupNorm of one-element groups at 1/64: unjudgeable).
+CALIBRATION_SLICE = {"level1-fp32": (1, {4, 19, 23, 98}), "level1-bf16": (1, {4, 19, 23, 98}),
+                     "level23-fp32": (2, {9, 37}), "level23-bf16": (2, {9, 37})}
+
+
+def write_calibration_slice(dest: str | Path) -> Path:
+    """Copy the evaluation and reference lines of :data:`CALIBRATION_SLICE` unchanged from the committed
+    ``outputs/records/cpu-calibration/<folder>`` into ``dest/cpu-calibration/<folder>``; returns
+    ``dest/cpu-calibration``. Skips the calling test when the committed records are absent."""
+    import json
+
+    import pytest
+
+    source = Path(__file__).resolve().parent.parent / "outputs" / "records" / "cpu-calibration"
+    root = Path(dest) / "cpu-calibration"
+    for name, (level, ids) in CALIBRATION_SLICE.items():
+        if not (source / name / "evaluations.jsonl").exists():
+            pytest.skip(f"committed calibration records absent: {source / name}")
+        out = root / name
+        out.mkdir(parents=True, exist_ok=True)
+        for file in ("evaluations.jsonl", "references.jsonl"):
+            keep = [line for line in (source / name / file).read_text().splitlines()
+                    if line.strip() and json.loads(line)["level"] == level and json.loads(line)["problem_id"] in ids]
+            (out / file).write_text("\n".join(keep) + "\n")
+    return root

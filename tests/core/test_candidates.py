@@ -9,6 +9,7 @@ import pytest
 
 from kbstudy.candidates import (
     CALIBRATION_NULLS,
+    HONEST_EXTRA_NULLS,
     NULL_CANDIDATES,
     CandidateLoadError,
     detect_backend,
@@ -146,7 +147,7 @@ def test_null_candidates(problem_by_name):
     nulls = null_candidates(softmax)
     assert [c.model_config for c in nulls] == [f"null:{k}" for k in NULL_CANDIDATES]
     assert NULL_CANDIDATES[:3] == ("reference", "zeros", "mean")
-    assert set(CALIBRATION_NULLS) == set(NULL_CANDIDATES) - {"reference"}
+    assert set(CALIBRATION_NULLS) == set(NULL_CANDIDATES) - {"reference", *HONEST_EXTRA_NULLS}
     for c in nulls:
         assert (c.level, c.problem_id, c.backend) == (1, 23, "torch")
         assert c.source.startswith(softmax.source.rstrip())
