@@ -380,12 +380,13 @@ def render_notebook(notebook: str | os.PathLike, output: str | os.PathLike, para
 
 
 def _strip_run_metadata(ipynb: Path, notebook: Path, root: Path) -> None:
-    """Drop what changes on every render but says nothing about the analysis: per-cell execution timestamps, and the
-    temporary input path papermill records (replaced by the notebook source's repo-relative path)."""
+    """Drop what changes on every render but says nothing about the analysis: per-cell execution timestamps, random
+    cell ids, and the temporary input path papermill records (replaced by the notebook source's repo-relative path)."""
     import nbformat
 
     nb = nbformat.read(ipynb, as_version=4)
-    for cell in nb.cells:
+    for index, cell in enumerate(nb.cells):
+        cell["id"] = f"cell-{index}"  # papermill's injected-parameters cell arrives with a random id
         cell.metadata.pop("execution", None)
         cell.metadata.pop("papermill", None)
     meta = nb.metadata.get("papermill", {})
