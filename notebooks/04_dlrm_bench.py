@@ -22,7 +22,7 @@
 # evaluated at the precision it is written in: bf16 for 10 and 11, fp32 for the others.
 #
 # **Preliminary records.** A folder written by the benchmark's former runner (layout `preliminary`, e.g.
-# `outputs/records/h200-dlrm-gpu-run`, the H200 parameters' default until the next H200 run) has no verdicts: its
+# `outputs/records/h200-dlrm-gpu-run`, kept for comparison; the H200 parameters read `h200-dlrm`) has no verdicts: its
 # `correct` column is that runner's own self-check (relative L2 error against float64), the verdict columns are empty,
 # and its problem 5 is the former in-place version. Its numbers are preliminary.
 
@@ -82,7 +82,7 @@ show(shown)
 
 # %% [markdown]
 # ## Win rate and median speedup beside the paper
-# *Correct*: both verdicts passed (preliminary layout: the self-check). A *win*: a correct kernel faster than eager.
+# *Correct*: both verdicts passed (only in a preliminary folder: that runner's self-check). A *win*: a correct kernel faster than eager.
 
 # %%
 summ = summary(table)

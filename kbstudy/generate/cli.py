@@ -61,6 +61,7 @@ def generate_command(
                f"{summary.request_errors} request errors; {summary.prompt_tokens} prompt + "
                f"{summary.completion_tokens} completion tokens in {summary.elapsed_s:.1f} s")
     if summary.request_errors:
+        typer.echo(f"last request error ({model_config.base_url}): {summary.last_request_error}")
         typer.echo(f"rerun the same command to ask again for the {summary.request_errors} request errors")
     if summary.candidates_path is not None:
         typer.echo(f"{summary.candidates} candidates in {summary.candidates_path}")

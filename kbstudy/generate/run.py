@@ -36,6 +36,8 @@ class GenerationSummary:
         prompt_tokens, completion_tokens: this run's token usage, as the endpoint reported it.
         candidates: candidates in the store after the run (all runs).
         elapsed_s: the run's wall time in s.
+        last_request_error: the ``failure_reason`` of this run's last request error (``None`` without one), so a run
+            whose every request failed says why (a connection refused, a timeout) without opening the store.
     """
 
     store: Path
@@ -49,6 +51,7 @@ class GenerationSummary:
     completion_tokens: int
     candidates: int
     elapsed_s: float
+    last_request_error: str | None = None
 
 
 def _provenance() -> dict:
@@ -166,8 +169,10 @@ def generate_candidates(problems: Sequence[Problem], config: ModelConfig, out: s
     finally:  # even when the run stops on an endpoint error, the candidates received so far are exported
         candidates, candidates_path = store.export_candidates()
     counts = summarize(records)
+    errors = [r.failure_reason for r in records if r.status == "request_error" and r.failure_reason]
     return GenerationSummary(store=store.folder, candidates_path=candidates_path, requested=len(pending),
                              skipped=skipped, ok=counts["ok"], generation_failures=counts["generation_failure"],
                              request_errors=counts["request_error"], prompt_tokens=counts["prompt_tokens"],
                              completion_tokens=counts["completion_tokens"], candidates=len(candidates),
-                             elapsed_s=time.perf_counter() - started)
+                             elapsed_s=time.perf_counter() - started,
+                             last_request_error=errors[-1] if errors else None)

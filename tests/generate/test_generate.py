@@ -158,6 +158,7 @@ def test_retries_exhausted_recorded_and_asked_again(server, write_config, proble
     (row,) = _lines(out / "generations.jsonl")
     assert row["status"] == "request_error" and row["attempts"] == 3 and "3 tries" in row["failure_reason"]
     assert row["reply"] is None and len(row["retry_errors"]) == 3
+    assert summary.last_request_error == row["failure_reason"]  # the console says why, without opening the store
 
     server.responder = lambda body, n: Reply(200, OK)
     again = _generate(config, problems[:1], out, samples_per_problem=1)
