@@ -427,8 +427,9 @@ def run_study(study_file: str | os.PathLike | None = None, *, only_notebooks: bo
               only_evaluations: bool = False, root: str | os.PathLike | None = None,
               kernelbench_dir: str | os.PathLike | None = None, progress: bool = True) -> dict:
     """Run the study: missing evaluations (unless ``only_notebooks``), then every notebook (unless
-    ``only_evaluations``), then one line appended to ``<reports>/study_provenance.jsonl``. ``study_file`` ``None`` picks
-    :func:`default_study_file`. Returns the provenance dict that was written.
+    ``only_evaluations``), then, if it wrote records (or the history is new), one line appended to
+    ``<reports>/study_provenance.jsonl``. ``study_file`` ``None`` picks :func:`default_study_file`. Returns the
+    provenance dict of this invocation (written or not).
 
     Raises ``FileNotFoundError``/:class:`StudyError` for a bad study file, :class:`StudyError` for a GPU run on a
     machine without a GPU, and papermill's ``PapermillExecutionError`` if a notebook fails.
@@ -453,10 +454,12 @@ def run_study(study_file: str | os.PathLike | None = None, *, only_notebooks: bo
         "created_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     study.reports.mkdir(parents=True, exist_ok=True)
-    # one line per invocation, appended: a later run that finds nothing missing does not erase the record of the
-    # run that made the records
-    with (study.reports / "study_provenance.jsonl").open("a") as fh:
-        fh.write(json.dumps(record, sort_keys=True) + "\n")
+    # one line per invocation that wrote records (or the first one): a later run that finds nothing missing does not
+    # erase the record of the run that made the records, and a pure re-render leaves the committed history unchanged
+    history = study.reports / "study_provenance.jsonl"
+    if not history.exists() or any(info.get("written") for info in runs.values()):
+        with history.open("a") as fh:
+            fh.write(json.dumps(record, sort_keys=True) + "\n")
     return record
 
 

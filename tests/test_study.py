@@ -131,3 +131,5 @@ def test_tiny_cpu_study_end_to_end(tmp_path):
     # resume: nothing new to evaluate
     again = study_mod.run_study(study_file, root=REPO, progress=False, only_evaluations=True)
     assert again["runs"]["tiny"]["written"] == 0 and again["runs"]["tiny"]["already_done"] == 4
+    # ... and a run that wrote nothing leaves the provenance history as it was (a fresh clone's re-render stays clean)
+    assert (tmp_path / "reports" / "study_provenance.jsonl").read_text().splitlines() == lines
