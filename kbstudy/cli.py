@@ -1,5 +1,5 @@
-"""``kbstudy`` command line: ``eval``, ``export``, ``summary`` here; ``study``, ``profile``, ``generate`` and ``dlrm``
-are mounted from their modules when those import (each imports only what it needs)."""
+"""``kbstudy`` command line: ``eval``, ``export``, ``summary`` here; ``study``, ``release``, ``throughput``,
+``profile``, ``generate`` and ``dlrm`` are mounted from their modules when those import (each imports only what it needs)."""
 
 from __future__ import annotations
 
@@ -217,11 +217,12 @@ def summary_command(records: Path = typer.Argument(..., help="records folder")) 
 def _mount_optional() -> None:
     """Mount the sub-commands of the other stages. Each module imports its heavy dependencies (papermill, openai) only
     when its command runs, so the GPU image, which lacks them, still gets ``eval``."""
-    from kbstudy import study
+    from kbstudy import release, study
     from kbstudy.generate.cli import generate_command, replay_command
     from kbstudy.profiling.cli import app as profile_app
 
     study.register(app)
+    release.register(app)
     app.command("generate")(generate_command)
     app.command("replay")(replay_command)
     app.add_typer(profile_app, name="profile")

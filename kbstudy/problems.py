@@ -6,7 +6,8 @@ A *problem* is a Python source that defines ``Model(nn.Module)``, ``get_inputs()
 * a KernelBench checkout (the folder holding ``KernelBench/level1`` ..., or ``KernelBench`` itself),
 * any folder of such files (level taken from a ``level{N}`` folder name, else the ``level`` argument),
 * the dataset's JSONL or Parquet export with columns ``code, level, name, problem_id``
-  (``../shared/kernelbench/kernelbench_levels_1-3.jsonl``), or the v0 export with ``code, level, problem_id``.
+  (``../shared/kernelbench/kernelbench_levels_1-3.jsonl``), or the v0 export with ``code, level, problem_id``
+  (named from the current export beside it, except the v0 problems that v0.1 replaced: :data:`V0_NAMES`).
 
 Every problem carries the SHA-256 of its source, so results are matched by content, not only by name.
 """
@@ -99,6 +100,27 @@ def _name_from_code(code: str, problem_id: int) -> str:
     return f"{problem_id}_problem.py"
 
 
+#: File names of the original (v0) problems that KernelBench v0.1 replaced or renamed under the same id: the v0
+#: export carries no names and the current export names the *new* problem, so these are kept here. Source:
+#: KernelBench issue #62 ("More changes in v0.1 than mentioned in the changelog?", 2025), which lists the v0 names
+#: that disappeared; each was checked against the v0 source's ``Model`` (e.g. v0 level-1 50 computes
+#: ``torch.prod(x, dim)``, current 50 is a 2D convolution; v0 97 is a cosine-similarity loss, current 97 is SDPA).
+V0_NAMES: dict[tuple[int, int], str] = {
+    (1, 50): "50_Product_reduction_over_a_dimension.py",
+    (1, 97): "97_CosineSimilarityLoss.py",
+    (2, 27): "27_Conv3d_HardSwish_ReLU_Softmax_Mean.py",
+    (2, 41): "41_Gemm_BatchNorm_GELU_GroupNorm_Mean_ReLU.py",
+    (2, 45): "45_Gemm_Sigmoid_Sum_LogSumExp.py",
+    (2, 58): "58_ConvTranspose3d_LogSumExp_HardSwish_Subtract_Clamp_Max.py",
+    (2, 66): "66_Matmul_Dropout_Mean_Softmax.py",
+    (3, 35): "35_LTSM.py",
+    (3, 36): "36_LTSMHn.py",
+    (3, 37): "37_LTSMCn.py",
+    (3, 38): "38_LTSMBidirectional.py",
+    (3, 41): "41_GRUBirectional.py",
+}
+
+
 def _sibling_names(path: Path) -> dict[tuple[int, int], str]:
     """File names by (level, problem_id) from a JSONL beside ``path`` whose rows have names (the v0 export has none;
     its problems keep their ids, so the current export beside it names them)."""
@@ -169,6 +191,8 @@ def load_problems(path: str | Path, *, levels: Iterable[int] | None = None,
                     except json.JSONDecodeError as exc:
                         raise ProblemLoadError(f"{path}:{lineno}: malformed JSON ({exc.msg})") from exc
             names = _sibling_names(path) if rows and "name" not in rows[0] else None
+            if names is not None and version == "v0":
+                names.update(V0_NAMES)  # the sibling names the problem that replaced these v0 problems
             problems = _from_rows(rows, str(path), version, names)
         elif path.suffix == ".parquet":
             import pandas as pd
@@ -310,6 +334,12 @@ CATEGORY_RULES: tuple[tuple[str, str], ...] = (
 )
 
 
+#: The operator categories of the paper's per-category table, in its order. :func:`operator_category` also knows
+#: ``attention`` (one level-1 problem, 97_ScaledDotProductAttention); :func:`paper_category` reports it as ``other``.
+PAPER_CATEGORIES: tuple[str, ...] = ("matmul", "convolution", "activation", "normalization", "pooling", "reduction",
+                                     "loss", "other")
+
+
 def operator_category(name: str) -> str:
     """The operator category of a problem from its file name: matmul, convolution, activation, normalization,
     pooling, reduction, loss, attention or other (first matching rule of :data:`CATEGORY_RULES`)."""
@@ -318,3 +348,77 @@ def operator_category(name: str) -> str:
         if re.search(pattern, lowered):
             return category
     return "other"
+
+
+def paper_category(name_or_category: str) -> str:
+    """The paper's table category (one of :data:`PAPER_CATEGORIES`) of a problem file name or of a category that
+    :func:`operator_category` returned: its category where the paper has that row, else ``other`` (``attention``,
+    ``dlrm``, unknown names)."""
+    category = name_or_category if name_or_category in (*PAPER_CATEGORIES, "attention", "dlrm") \
+        else operator_category(name_or_category)
+    return category if category in PAPER_CATEGORIES else "other"
+
+
+# ------------------------------------------------------------------------------------------ version differences
+
+#: How a problem changed between two versions (:func:`version_changes`), from least to most:
+#: ``identical`` (same source), ``sizes_or_inputs`` (same ``Model`` class; module-level sizes or ``get_inputs`` /
+#: ``get_init_inputs`` changed, e.g. v0.1's larger sizes and ``torch.rand`` inputs), ``reference_changed`` (same
+#: name, the ``Model`` class changed: the reference computes something else or computes it differently),
+#: ``replaced`` (another problem under the same id: the names differ).
+VERSION_CHANGES: tuple[str, ...] = ("identical", "sizes_or_inputs", "reference_changed", "replaced")
+
+
+@dataclasses.dataclass(frozen=True)
+class VersionChange:
+    """How one problem (``level``, ``problem_id``) differs between an old and a new version (see
+    :data:`VERSION_CHANGES`)."""
+
+    level: int
+    problem_id: int
+    old_name: str
+    new_name: str
+    old_sha256: str
+    new_sha256: str
+    change: str
+
+
+def _model_class_dump(source: str) -> str | None:
+    """The AST of the source's ``Model`` class without docstrings (comments and formatting never reach the AST), or
+    ``None`` if there is none."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef) and node.name == "Model":
+            for sub in ast.walk(node):
+                body = getattr(sub, "body", None)
+                if (isinstance(sub, (ast.ClassDef, ast.FunctionDef)) and body and isinstance(body[0], ast.Expr)
+                        and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+                    sub.body = body[1:] or [ast.Pass()]
+            return ast.dump(node)
+    return None
+
+
+def classify_version_change(old: Problem, new: Problem) -> str:
+    """One of :data:`VERSION_CHANGES` for two versions of the same (level, problem_id)."""
+    if old.sha256 == new.sha256:
+        return "identical"
+    if old.name != new.name:
+        return "replaced"
+    if _model_class_dump(old.source) != _model_class_dump(new.source):
+        return "reference_changed"
+    return "sizes_or_inputs"
+
+
+def version_changes(old: Iterable[Problem], new: Iterable[Problem]) -> list[VersionChange]:
+    """Per (level, problem_id) present in both sets, how the problem changed from ``old`` (e.g. the v0 problems) to
+    ``new`` (the current ones), sorted by (level, problem_id). On KernelBench level 1, v0 -> current: 95
+    ``sizes_or_inputs``, 3 ``reference_changed`` (12: ``diag(A) @ B`` became ``A.unsqueeze(1) * B``; 38: L1 norm by
+    the sum became by the mean; 92: the exclusive cumsum was fixed), 2 ``replaced`` (50, 97)."""
+    by_key = {(p.level, p.problem_id): p for p in old}
+    out = []
+    for p in sorted(new, key=lambda q: (q.level, q.problem_id)):
+        o = by_key.get((p.level, p.problem_id))
+        if o is None:
+            continue
+        out.append(VersionChange(level=p.level, problem_id=p.problem_id, old_name=o.name, new_name=p.name,
+                                 old_sha256=o.sha256, new_sha256=p.sha256, change=classify_version_change(o, p)))
+    return out

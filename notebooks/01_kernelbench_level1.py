@@ -30,6 +30,12 @@
 # Every number comes from `kbstudy.scoring`, where the definitions are written out with their sources; this
 # notebook only filters, tabulates and plots. Re-render it with `make render`; CI re-runs the committed rendering
 # under nbval and fails if a number changes.
+#
+# The second half puts the leaderboard's kernels beside what was published (issue #4; definitions in
+# `kbstudy.headline` and `kbstudy.published`): the paper's headline table for the five largest model configurations,
+# bf16 and the kernels hard-coded to float32, our speedups against the leaderboard's published ones, our PyTorch
+# baseline times against KernelBench's published H100 timings, the same kernel on the v0 and the current problem,
+# and the evaluation throughput. A section whose records are not there yet says what is missing.
 
 # %% tags=["parameters"]
 # Paths are relative to the repository root (resolved by kbstudy.study.project_path), so the rendered notebook
@@ -40,16 +46,21 @@ precision = "fp32"  # keep records at this precision
 hardware_label = "CPU, sizes scaled by 1/16"  # how the hardware is named in titles
 correctness = "kbstudy"  # verdict behind fast_p and the speedups: "kbstudy" or "kernelbench"
 level = 1  # KernelBench level
+problem_version = "current"  # problem set of the sections up to pass@k: "current" or "v0"
+kernelbench_dir = "../shared/kernelbench"  # KernelBench data: leaderboard, v0 problems, published baseline timings
+baseline_set = "H100_Modal"  # KernelBench's published baseline timings to compare ours with
+headline_configs = None  # model configurations of the headline table (None: the leaderboard's five largest)
 
 # %%
 import functools
 
 import matplotlib.pyplot as plt
+import pandas as pd
 import seaborn as sns
 
-from kbstudy import plots, scoring
+from kbstudy import plots, published, scoring
+from kbstudy import headline as paper  # the paper's table; `headline` below is this notebook's summary
 from kbstudy.problems import operator_category
-from kbstudy.records import load_evaluations
 from kbstudy.study import project_path
 
 plots.set_theme()
@@ -69,12 +80,21 @@ print(f"hardware: {hardware_label}; precision: {precision}; level: {level}; verd
 # configuration. Every other outcome (compile errors, crashes and timeouts included) is an attempt.
 
 # %%
-frame = load_evaluations([project_path(d) for d in records_dirs])
-if frame.empty:
+records, references, repeated = paper.load_records([project_path(d) for d in records_dirs])
+if records.empty:
     raise FileNotFoundError(f"no evaluation records under {records_dirs}: run `kbstudy study` first")
-frame = frame[(frame["precision"] == precision) & (frame["level"] == level)].copy()
+present = [d for d in records_dirs if (project_path(d) / "evaluations.jsonl").exists()]
+print(f"record folders read: {[project_path(d).name for d in present]}; not there yet: "
+      f"{[project_path(d).name for d in records_dirs if d not in present] or 'none'}")
+if len(repeated):
+    print(f"{len(repeated)} records repeat an attempt of an earlier folder and are left out:")
+    show(repeated.groupby(["records_folder", "kept_from"]).size().rename("records").reset_index())
+all_levels = records
+records = records[records["level"] == level].copy()
+frame = records[(records["precision"] == precision) & (records["problem_version"] == problem_version)].copy()
 frame["category"] = frame["category"].fillna(frame["problem_name"].map(operator_category))
-print(f"{len(frame)} records, {frame['problem_id'].nunique()} problems, "
+print(f"problem version {problem_version}, precision {precision}: "
+      f"{len(frame)} records, {frame['problem_id'].nunique()} problems, "
       f"{frame['model_config'].nunique()} model configurations, "
       f"size scale(s) {sorted(float(s) for s in frame['size_scale'].unique())}")
 outcomes = scoring.outcome_table(frame)
@@ -190,6 +210,187 @@ show(by_category[["model_config", "category", "n", "correct_pct", "fast_1", "spe
 pass_k = scoring.pass_at_k_table(frame, ks=(1, 5, 10), correctness=correctness)
 pass_k.to_csv(tables_dir / "pass_at_k.csv", index=False)
 show(pass_k)
+
+# %% [markdown]
+# ## The leaderboard's kernels: the headline table
+#
+# The paper's table (`kbstudy.paper.headline_table`) for the five largest model configurations of the
+# leaderboard at this level, per problem version and precision: correct % under the chosen verdict, the *verified
+# speedups* (kernels both correct and faster than PyTorch eager: their count and median speedup), and the
+# convolutions solved (correct) and sped up. The denominator n is the configuration's attempts, as above.
+# `n_float32_only` counts the bf16 attempts of kernels hard-coded to float32 (next section), and
+# `correct_pct_dtype_ok` is the correct rate without them.
+
+# %%
+kb_dir = project_path(kernelbench_dir)
+try:
+    leaderboard = published.load_published(kb_dir, levels=[level])
+    changes = published.load_version_changes(kb_dir, levels=[level])  # v0 -> current, per problem
+except FileNotFoundError as exc:
+    leaderboard = changes = None
+    print(f"published numbers unavailable ({exc}); the comparisons below are left out")
+configs = list(headline_configs) if headline_configs else (
+    published.largest_configurations(leaderboard, 5, level=level) if leaderboard is not None else [])
+table = paper.headline_table(records, configs) if configs else None
+if table is not None and (table["n"] == 0).any():
+    print(f"not attempted here (every record skipped, e.g. CUDA kernels on a CPU): "
+          f"{table[table['n'] == 0]['model_config'].tolist()}")
+    table = table[table["n"] > 0]
+if not configs or table is None or table.empty:
+    print(f"no attempts of {configs or 'the largest configurations'} at level {level} yet: "
+          "scripts/h200_leaderboard.sh makes them on the H200")
+else:
+    table.to_csv(tables_dir / "headline_leaderboard.csv", index=False)
+    print(f"configurations: {configs} (kernels published per configuration: "
+          f"{leaderboard[leaderboard['model_config'].isin(configs)]['model_config'].value_counts().to_dict()})")
+    show(table)
+    categories = paper.category_table(records, configs)
+    categories.to_csv(tables_dir / "headline_by_category.csv", index=False)
+    for (version, prec), part in categories.groupby(["problem_version", "precision"], sort=True):
+        print(f"\ncorrect / attempted per operator category: problem version {version}, {prec}")
+        show(paper.category_pivot(part))
+
+# %% [markdown]
+# ## bf16, and the kernels hard-coded to float32
+#
+# The leaderboard's kernels were written for fp32. `kbstudy.candidates.scan_dtype_support` reads each CUDA source
+# for float32-only code (`data_ptr<float>()`, `float*` casts, `AT_DISPATCH_FLOATING_TYPES`, which is float and
+# double only, float32 dtype checks, or a `ModelNew` that calls the kernel for float32 inputs alone) and finds no
+# bf16 path (a dispatch over `BFloat16`, `__nv_bfloat16`). Such a kernel given bf16 tensors raises `expected scalar
+# type Float but found BFloat16` or `not implemented for 'BFloat16'`, or reads the wrong bytes. In the records it is
+# `float32_only` (`kbstudy.paper.dtype_status`): not a wrong bf16 kernel, but no bf16 kernel.
+
+# %%
+if leaderboard is not None:
+    scan = (leaderboard.assign(float32_only=leaderboard["float32_only"].astype(bool))
+            .groupby("model_config")["float32_only"].agg(kernels="size", float32_only="sum").reset_index())
+    print("static scan of the published kernels:")
+    show(scan)
+bf16 = records[records["precision"] != "fp32"]
+if bf16.empty:
+    print("no bf16 (or fp16) records yet")
+else:
+    status = bf16.assign(dtype_status=paper.dtype_status(bf16))
+    status_table = (status.groupby(["model_config", "problem_version", "precision", "dtype_status"]).size()
+                    .unstack("dtype_status", fill_value=0).reset_index().rename_axis(columns=None))
+    status_table.to_csv(tables_dir / "dtype_status.csv", index=False)
+    show(status_table)
+
+# %% [markdown]
+# ## Our speedups against the leaderboard's published ones
+#
+# Per kernel, our speedup over PyTorch eager against the published `torch_speedup` (measured on the leaderboard's
+# GPU, at the v0 sizes). On the **v0** problems this is like for like; on the **current** problems the sizes (and for
+# a few problems the reference) changed since. A kernel *changed materially* when its verdict flipped (published
+# correct, ours not) or its speedup ratio ours/published left [0.5, 2] or crossed 1; the reason comes from its record
+# (`kbstudy.published.material_changes`). Spearman's rho ranks our speedups against the published ones.
+
+# %%
+compared = {}
+if leaderboard is not None:
+    for version in ("v0", "current"):
+        joined = published.join_published(records, leaderboard, problem_version=version, precision="fp32")
+        if not joined["has_record"].any():
+            print(f"{version}: no fp32 full-size records of leaderboard kernels yet")
+            continue
+        marked = published.material_changes(joined[joined["has_record"]], correctness=correctness, changes=changes)
+        marked.to_csv(tables_dir / f"published_vs_ours_{version}.csv", index=False)
+        compared[version] = marked
+        print(f"\n{version} problems: agreement with the published speedups")
+        show(published.published_agreement(marked))
+        flagged = marked[marked["changed"]]
+        print(f"{len(flagged)} of {len(marked)} kernels changed materially:")
+        if len(flagged):
+            show(flagged[["model_config", "problem_id", "published_speedup", "speedup", "reason"]]
+                 .sort_values(["model_config", "problem_id"]))
+if compared:
+    fig, axes = plt.subplots(1, len(compared), figsize=(5.5 * len(compared), 4.6), squeeze=False)
+    for ax, (version, marked) in zip(axes[0], compared.items()):
+        pairs = marked.dropna(subset=["speedup", "published_speedup"])
+        sns.scatterplot(data=pairs, x="published_speedup", y="speedup", hue="model_config", style="changed", ax=ax)
+        lo = min(pairs[["speedup", "published_speedup"]].min().min(), 0.5) / 1.5
+        hi = max(pairs[["speedup", "published_speedup"]].max().max(), 2.0) * 1.5
+        ax.plot([lo, hi], [lo, hi], color="0.3", linewidth=1)
+        for f in (0.5, 2.0):
+            ax.plot([lo, hi], [lo * f, hi * f], color="0.6", linewidth=0.8, linestyle=":")
+        ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="published torch_speedup",
+               ylabel=f"our speedup vs eager ({version} problems)", title=f"{version} problems: {hardware_label}")
+        ax.legend(fontsize="x-small", loc="upper left")
+    save(fig, "published_vs_ours")
+
+# %% [markdown]
+# ## Our PyTorch baseline times against KernelBench's published H100 timings
+#
+# Our eager and `torch.compile` reference times (median over timed calls, fp32, full size) of the current problems,
+# against KernelBench's published `baseline_timing` (mean, on an H100). A published entry is compared with the
+# problem of the same file name **and the same source SHA-256** as the current problem; entries whose reference
+# changed after they were measured are excluded with their reason (`kbstudy.published.compare_baselines`). The GPUs
+# differ, so read the ratios and the rank correlation, not the absolute times: memory-bound problems should sit near
+# the bandwidth ratio H100/H200 (3.35/4.8 = 0.70) and compute-bound GEMMs near 1.
+
+# %%
+try:
+    baselines = published.load_baseline_timings(kb_dir, baseline_set)
+except FileNotFoundError as exc:
+    baselines = None
+    print(f"published baseline timings unavailable: {exc}")
+if baselines is not None and changes is not None:
+    versus = published.compare_baselines(references[references["level"] == level],
+                                         baselines[baselines["level"] == level], changes)
+    versus.to_csv(tables_dir / f"baselines_vs_{baseline_set}.csv", index=False)
+    included = versus[versus["included"]]
+    print(f"{baseline_set}: {len(versus)} published entries at level {level}; compared: {len(included)}; excluded: "
+          f"{versus[~versus['included']]['excluded_reason'].value_counts().to_dict()}")
+    if included.empty:
+        print("no fp32 full-size reference timings of current problems yet")
+    else:
+        show(published.baseline_summary(versus))
+        show(published.baseline_summary(versus, by="category"))
+        shown = versus[versus["ours_eager_ms"].notna()]
+        show(shown[["problem_name", "category", "published_eager_ms", "ours_eager_ms", "eager_ratio",
+                    "published_compile_ms", "ours_compile_ms", "compile_ratio", "excluded_reason"]])
+        fig, ax = plt.subplots(figsize=(6, 5))
+        sns.scatterplot(data=shown, x="published_eager_ms", y="ours_eager_ms", hue="category", style="included",
+                        style_order=[True, False], ax=ax)
+        lo = shown[["published_eager_ms", "ours_eager_ms"]].min().min() / 1.5
+        hi = shown[["published_eager_ms", "ours_eager_ms"]].max().max() * 1.5
+        ax.plot([lo, hi], [lo, hi], color="0.3", linewidth=1)
+        ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi),
+               xlabel=f"published eager time, {baseline_set} (ms)", ylabel=f"our eager time (ms): {hardware_label}",
+               title="PyTorch eager baseline, current problems")
+        ax.legend(fontsize="x-small", bbox_to_anchor=(1.01, 1), loc="upper left")
+        save(fig, "baselines_vs_published")
+
+# %% [markdown]
+# ## The same kernel on the v0 and on the current problem
+#
+# KernelBench v0.1 enlarged the problems and changed a few references; two level-1 problems (50, 97) are other
+# problems now (`kbstudy.problems.version_changes`). A kernel correct on the problem it was written for (v0) may fail
+# on the current one; `flip` marks it.
+
+# %%
+both = paper.version_comparison(records, changes, correctness=correctness)
+if both.empty:
+    print("no kernel has fp32 records on both problem versions yet")
+else:
+    both.to_csv(tables_dir / "v0_vs_current.csv", index=False)
+    show(pd.crosstab([both["model_config"]], [both["change"], both["flip"]]).reset_index())
+    show(both[both["flip"]][["model_config", "problem_id", "change", "v0_outcome", "current_outcome", "v0_correct",
+                             "current_correct"]])
+
+# %% [markdown]
+# ## Throughput
+#
+# Kernels evaluated per GPU-minute (`kbstudy.headline.throughput`; `python -m kbstudy throughput DIR...`): records
+# of a run are grouped into bursts (consecutive records less than 5 minutes apart), and a burst's length runs from
+# its first worker's start to its last record. CUDA builds before a burst and machine start-up are not in it. On a
+# CPU run the "GPU-minutes" are CPU minutes.
+
+# %%
+rate = paper.throughput(all_levels)
+rate.to_csv(tables_dir / "throughput.csv", index=False)
+show(rate[["run", "hardware", "records", "bursts", "gpu_minutes", "kernels_per_gpu_minute", "worker_minutes",
+           "median_s_per_kernel"]])
 
 # %% [markdown]
 # ## Reading these numbers

@@ -35,8 +35,9 @@ def test_shipped_study_files_parse_and_resolve(name):
         if nb.notebook.name != "01_kernelbench_level1.py":
             continue
         assert {"records_dirs", "output_dir", "precision", "hardware_label", "correctness"} <= set(params)
-        # the notebook reads the records its study writes (paths relative to the repository root)
-        assert {str(study_mod.project_path(d, REPO)) for d in params["records_dirs"]} == {str(r.records) for r in study.runs}
+        # the notebook reads the records its study writes (paths relative to the repository root); the H200 analysis
+        # also reads the folders of the other H200 study and the smoke run (tests/test_leaderboard_analysis.py)
+        assert {str(r.records) for r in study.runs} <= {str(study_mod.project_path(d, REPO)) for d in params["records_dirs"]}
     info = study_mod.run_evaluations(study, dry_run=True)
     run = study.runs[0]
     assert info[run.run]["problems"] == 100

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# KernelBench level 1 on the H200 (issue #4): every leaderboard kernel against both problem versions (v0, the one it
+# was written for, and the current one), in fp32 and bf16, with eager and torch.compile baselines, plus null:reference
+# on every current problem (our eager/compile baseline of all 100 problems, for the H100 comparison). One device call
+# runs this once; it resumes from the committed records and stops before SECONDS, so calls can be repeated until
+# `phases_done.txt` lists every phase (the script prints what is left).
+#
+# Before each call, on the analysis machine (the GPU machine cannot see ../shared):
+#   mkdir -p .device/kernelbench && cp ../shared/kernelbench/*.jsonl .device/kernelbench/
+# The device call (run tool: carry [".device"], timeout_s 600; kind nvidia-h200, or nvidia-h200-x2 for two phases
+# at once):
+#   KBSTUDY_GIT_COMMIT=<git rev-parse HEAD> bash scripts/h200_leaderboard.sh 540
+# After it: cp <files_at>/rec/* outputs/records/h200-level1-leaderboard/ and commit; the next call resumes there.
+#
+# usage: bash scripts/h200_leaderboard.sh [SECONDS] [PHASE_REGEX]
+#   SECONDS      stop starting work after this many seconds (default 540: a 600 s call minus merge and transfer)
+#   PHASE_REGEX  run only the phases whose name matches (grep -E), e.g. 'top5\..*\.fp32$'
+# Phases, in order: {top5, rest} x problem chunks {001-025, 026-050, 051-075, 076-100} x {fp32, bf16} x
+# {current, v0}; named like top5.p001-025.current.fp32. Chunk-major order reuses the CUDA builds of a chunk (cached
+# per source hash in .cache/kbstudy while the machine stays warm) across versions and precisions.
+# top5: the five largest level-1 configurations; rest: the other two (gemini-1.5-flash's current fp32 kernels were
+# measured before, in outputs/records/h200-level1-fp32, and are measured again here in the same settings).
+# Environment overrides (tests, partial runs): RECORDS_DIR, KB_DIR, NGPU, RUN_TIMEOUT, CHUNKS, RUN_GROUPS,
+# PRECISIONS, VERSIONS, EXTRA_EVAL_ARGS, SKIP_FLAG (the bf16 flag; unset: probe `kbstudy eval --help`), SUMMARY=0
+# (no summary table at the end), DRY_RUN=1 (print the commands, run nothing).
+# At most 5 files come back under $OUT: rec/{evaluations,references}.jsonl, rec/phases_done.txt, eval.log, status.txt.
+set -u
+secs=${1:-540}
+phase_regex=${2:-.}
+start=$(date +%s)
+deadline=$((start + secs))
+
+export KBSTUDY_GIT_COMMIT=${KBSTUDY_GIT_COMMIT:-unknown}
+export PYTHONUNBUFFERED=1
+OUT=${OUT:?OUT must name the output folder}
+REC=${RECORDS_DIR:-outputs/records/h200-level1-leaderboard}
+KB=${KB_DIR:-.device/kernelbench}
+RUN_TIMEOUT=${RUN_TIMEOUT:-60}
+CHUNKS=${CHUNKS:-"1-25 26-50 51-75 76-100"}
+RUN_GROUPS=${RUN_GROUPS:-"top5 rest"}
+PRECISIONS=${PRECISIONS:-"fp32 bf16"}
+VERSIONS=${VERSIONS:-"current v0"}
+EXTRA_EVAL_ARGS=${EXTRA_EVAL_ARGS:-}
+DRY_RUN=${DRY_RUN:-0}
+TOP5="claude-3.5-sonnet gpt-o1 llama-3.1-405b gpt-4o deepseek-coder"
+REST="llama-3.1-70b gemini-1.5-flash"
+if [ -z "${NGPU:-}" ]; then
+  NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  [ "${NGPU:-0}" -ge 1 ] 2>/dev/null || NGPU=1
+fi
+NCPU=$(nproc 2>/dev/null || echo 2)
+BUILD_JOBS=$(( NCPU / NGPU > 0 ? NCPU / NGPU : 1 ))
+[ "$KBSTUDY_GIT_COMMIT" = unknown ] && echo "warning: KBSTUDY_GIT_COMMIT is not set: records will say git_commit unknown"
+
+mkdir -p "$OUT/rec" "$OUT/logs"
+for f in evaluations.jsonl references.jsonl phases_done.txt; do
+  [ -f "$REC/$f" ] && cp "$REC/$f" "$OUT/rec/$f"
+done
+touch "$OUT/rec/phases_done.txt"
+
+# the phases, in order
+phases=()
+for group in $RUN_GROUPS; do
+  for chunk in $CHUNKS; do
+    a=${chunk%-*}; b=${chunk#*-}
+    for prec in $PRECISIONS; do
+      for version in $VERSIONS; do
+        phases+=("$group.p$(printf %03d "$a")-$(printf %03d "$b").$version.$prec")
+      done
+    done
+  done
+done
+
+# the `kbstudy eval` command of one phase, writing into folder $2
+phase_command() {
+  local phase=$1 work=$2 group chunk version prec a b configs problems nullref="" bf16=""
+  IFS=. read -r group chunk version prec <<<"$phase"
+  a=$((10#${chunk:1:3})); b=$((10#${chunk:5:3}))
+  if [ "$group" = top5 ]; then configs=$TOP5; else configs=$REST; fi
+  if [ "$version" = v0 ]; then problems=$KB/kernelbench_v0_problems.jsonl; else problems=$KB/kernelbench_levels_1-3.jsonl; fi
+  [ "$group.$version.$prec" = top5.current.fp32 ] && nullref="-c null:reference"
+  [ "$prec" != fp32 ] && [ -n "${SKIP_FLAG:-}" ] && bf16=$SKIP_FLAG
+  echo python3 -m kbstudy eval --problems "$problems" --level 1 $(seq -f '--problem-id %g' "$a" "$b") \
+    -c "$KB/leaderboard_kernels.jsonl" $nullref $(for c in $configs; do echo "--model-config $c"; done) \
+    --precision "$prec" --out "$work" --run "h200-level1-leaderboard-$version-$prec" --timing-budget-ms 500 \
+    --run-timeout "$RUN_TIMEOUT" --build-jobs "$BUILD_JOBS" --no-progress $bf16 $EXTRA_EVAL_ARGS
+}
+
+# the evaluator may know to record float32-only kernels at bf16 without running them (kbstudy.candidates
+# scan_dtype_support; see docs/leaderboard_h200.md): use it when it is there
+if [ -z "${SKIP_FLAG+set}" ]; then
+  SKIP_FLAG=""
+  if [ "$DRY_RUN" != 1 ] && python3 -m kbstudy eval --help 2>/dev/null | grep -q -- '--skip-float32-only'; then
+    SKIP_FLAG=--skip-float32-only
+  fi
+fi
+
+pending=()
+for phase in "${phases[@]}"; do
+  echo "$phase" | grep -Eq -- "$phase_regex" || continue
+  grep -qx -- "$phase" "$OUT/rec/phases_done.txt" && continue
+  pending+=("$phase")
+done
+echo "phases: ${#phases[@]}, pending here: ${#pending[@]}, GPUs: $NGPU, build jobs per phase: $BUILD_JOBS"
+
+if [ "$DRY_RUN" = 1 ]; then
+  for phase in "${pending[@]}"; do echo "[$phase] $(phase_command "$phase" "\$OUT/work/g0")"; done
+  exit 0
+fi
+
+merge() {
+  python3 -c "import sys; from kbstudy.release import merge_record_folders as m; print(m(sys.argv[1], sys.argv[1:]))" \
+    "$OUT/rec" "$OUT"/work/g* 2>&1 | tail -1
+}
+
+i=0
+while [ "$i" -lt "${#pending[@]}" ]; do
+  left=$((deadline - $(date +%s)))
+  if [ "$left" -lt 90 ]; then echo "stopping: ${left} s left"; break; fi
+  wave=("${pending[@]:$i:$NGPU}")
+  for slot in "${!wave[@]}"; do
+    phase=${wave[$slot]}
+    work="$OUT/work/g$slot"
+    rm -rf "$work"; mkdir -p "$work"
+    cp "$OUT/rec/evaluations.jsonl" "$OUT/rec/references.jsonl" "$work/" 2>/dev/null
+    cmd=$(phase_command "$phase" "$work")
+    (
+      [ "$NGPU" -gt 1 ] && export CUDA_VISIBLE_DEVICES=$slot
+      echo "== $phase (GPU slot $slot, $(date -u +%H:%M:%S)): $cmd"
+      timeout -s INT -k 20 $((left - 30)) $cmd
+      rc=$?
+      echo "== $phase rc=$rc ($(date -u +%H:%M:%S))"
+      echo "$rc" > "$work/rc"
+    ) > "$OUT/logs/$phase.log" 2>&1 &
+  done
+  wait
+  for slot in "${!wave[@]}"; do
+    phase=${wave[$slot]}
+    rc=$(cat "$OUT/work/g$slot/rc" 2>/dev/null || echo 1)
+    echo "$phase rc=$rc"
+    [ "$rc" = 0 ] && echo "$phase" >> "$OUT/rec/phases_done.txt"
+  done
+  echo "merged: $(merge)"
+  i=$((i + ${#wave[@]}))
+done
+
+# what comes back: the merged records, the phases done, one log (ninja's per-file build lines left out), a status
+for phase in "${pending[@]}"; do
+  [ -f "$OUT/logs/$phase.log" ] && grep -v '^\[[0-9]*/[0-9]*\] ' "$OUT/logs/$phase.log"
+done > "$OUT/eval.log"
+rm -rf "$OUT/logs" "$OUT/work"
+{
+  echo "elapsed $(( $(date +%s) - start )) s; commit $KBSTUDY_GIT_COMMIT; GPUs $NGPU"
+  echo "phases done: $(grep -c . "$OUT/rec/phases_done.txt") of ${#phases[@]}"
+  for phase in "${phases[@]}"; do grep -qx -- "$phase" "$OUT/rec/phases_done.txt" || echo "left: $phase"; done
+  wc -l "$OUT"/rec/*.jsonl
+} > "$OUT/status.txt"
+cat "$OUT/status.txt"
+[ "${SUMMARY:-1}" = 1 ] && [ -s "$OUT/rec/evaluations.jsonl" ] && python3 -m kbstudy summary "$OUT/rec" 2>&1 | tail -30
+exit 0
