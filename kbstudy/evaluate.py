@@ -593,18 +593,26 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
     summary = BatchSummary()
     by_problem: dict[tuple[int, int], list[Candidate]] = collections.defaultdict(list)
     problem_index = {(p.level, p.problem_id): p for p in problems}
-    done = store.evaluation_keys()
+    done = set(store.evaluations_by_identity())
+    measured = store.evaluation_keys()
     references = store.references()
+    # identical code under another model configuration or sample id: measured once, recorded once per candidate
+    same_code: dict[str, list[Candidate]] = collections.defaultdict(list)
     for cand in candidates:
         problem = problem_index.get((cand.level, cand.problem_id))
         if problem is None:
             summary.unmatched.append(cand.candidate_id)
             continue
         key = evaluation_key(problem.sha256, cand.sha256, cfg.precision, cfg.size_scale, hardware, settings)
-        if key in done:
+        identity = (key, cand.model_config, cand.sample_id)
+        if identity in done:
             summary.already_done += 1
             continue
-        done.add(key)  # the same candidate listed twice is evaluated once
+        done.add(identity)  # the same candidate listed twice is evaluated once
+        if key in measured:
+            same_code[key].append(cand)
+            continue
+        measured.add(key)
         by_problem[(problem.level, problem.problem_id)].append(cand)
     pending = [c for cs in by_problem.values() for c in cs]
     if device.startswith("cuda"):
@@ -673,8 +681,35 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
             bar.close()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+    _record_same_code(store, summary, same_code)
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+def _record_same_code(store: RecordStore, summary: BatchSummary, same_code: dict[str, list[Candidate]]) -> None:
+    """One record per candidate whose code was already measured under the same key (another sample or model
+    configuration wrote the identical source): the measurement is copied, the candidate's identity is its own, and
+    ``metadata.measurement_of`` names the candidate that was run."""
+    if not same_code:
+        return
+    measured: dict[str, dict] = {}
+    for row in store.evaluations():
+        measured.setdefault(row["key"], row)  # the first record of a key is the one that was run
+    for key, cands in same_code.items():
+        source = measured.get(key)
+        if source is None:  # the run was interrupted before the measured candidate's record was written
+            continue
+        for cand in cands:
+            row = {**source, "candidate_id": cand.candidate_id, "model_config": cand.model_config,
+                   "sample_id": cand.sample_id, "created_utc": provenance.collect("cpu")["created_utc"],
+                   "metadata": {**(source.get("metadata") or {}), **cand.metadata,
+                                "measurement_of": {"candidate_id": source.get("candidate_id"),
+                                                   "model_config": source.get("model_config"),
+                                                   "sample_id": source.get("sample_id")}}}
+            store.append(EvaluationRecord(**{f.name: row.get(f.name) for f in dataclasses.fields(EvaluationRecord)
+                                             if f.name in row}))
+            summary.written += 1
+            summary.outcomes[row.get("outcome")] += 1
 
 
 def _raise_interrupt(signum, frame):

@@ -215,6 +215,15 @@ def evaluation_key(problem_sha256: str, candidate_sha256: str, precision: str, s
     return hashlib.sha256(raw.encode()).hexdigest()[:24]
 
 
+def record_identity(row: dict) -> tuple:
+    """What one evaluation record stands for: ``(key, model_config, sample_id)``.
+
+    The measurement key leaves out who wrote the code, so two samples (or two model configurations) that produced the
+    same source share it; each still gets a record of its own, or pass@k and per-configuration rates would lose them.
+    """
+    return row.get("key"), row.get("model_config"), row.get("sample_id")
+
+
 def reference_key(problem_sha256: str, precision: str, size_scale: float, hardware: str, settings: str = "") -> str:
     """The identity of a reference timing (see :func:`evaluation_key`)."""
     return evaluation_key(problem_sha256, "reference-timing", precision, size_scale, hardware, settings)
@@ -274,17 +283,24 @@ class RecordStore:
         append_jsonl(path, record.to_json())
 
     def evaluation_keys(self) -> set[str]:
+        """The measurement keys present (:func:`evaluation_key`: same problem, code, precision, scale, hardware and
+        settings). Several records can share one: the same code submitted as several samples or configurations."""
         return {row["key"] for row in iter_jsonl(self.evaluations_path) if "key" in row}
+
+    def evaluations_by_identity(self) -> dict[tuple, dict]:
+        """The latest evaluation row per :func:`record_identity` (measurement key, model configuration, sample id)."""
+        return {record_identity(row): row for row in iter_jsonl(self.evaluations_path) if "key" in row}
 
     def references(self) -> dict[str, dict]:
         """The latest reference row for each reference key."""
         return {row["key"]: row for row in iter_jsonl(self.references_path) if "key" in row}
 
     def evaluations(self) -> list[dict]:
-        """All evaluation rows; if a key appears twice (a record rewritten by hand), the last one wins."""
-        latest: dict[str, dict] = {}
+        """All evaluation rows, one per :func:`record_identity`; if an identity appears twice (a record rewritten by
+        hand), the last one wins."""
+        latest: dict[tuple, dict] = {}
         for row in iter_jsonl(self.evaluations_path):
-            latest[row.get("key", str(len(latest)))] = row
+            latest[record_identity(row) if "key" in row else (str(len(latest)),)] = row
         return list(latest.values())
 
     def evaluations_frame(self):

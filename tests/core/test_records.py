@@ -256,3 +256,28 @@ def test_schema_doc_documents_every_field(cls):
     wrong = {name: (documented[name], ann) for name, ann in fields.items()
              if documented[name].replace(" or ", " | ") != ann}
     assert not wrong, f"documented types differ from the annotations: {wrong}"
+
+
+def test_identical_code_gets_a_record_per_candidate(problem_by_name, tmp_path):
+    """Two samples of one configuration and one sample of another, all the same source: measured once, three records
+    (pass@k counts both samples; the second configuration is not silently missing). A rerun writes nothing."""
+    from kbstudy.candidates import make_candidate
+
+    problem = problem_by_name["19_ReLU.py"]
+    source = ("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
+              "    def forward(self, x):\n        return torch.relu(x)\n")
+    cands = [make_candidate(source, level=1, problem_id=19, model_config=m, sample_id=s)
+             for m, s in (("model-a", 0), ("model-a", 1), ("model-b", 0))]
+    store = RecordStore(tmp_path / "records")
+    cfg = cpu_config(size_scale=0.01, cache_dir=str(tmp_path / "cache"))
+    first = evaluate_batch([problem], cands, store, cfg)
+    assert first.written == 3 and first.already_done == 0
+    rows = store.evaluations()
+    assert sorted((r["model_config"], r["sample_id"]) for r in rows) == [("model-a", 0), ("model-a", 1), ("model-b", 0)]
+    assert len({r["key"] for r in rows}) == 1 and {r["outcome"] for r in rows} == {"evaluated"}
+    copies = [r for r in rows if "measurement_of" in r["metadata"]]
+    assert len(copies) == 2  # one candidate ran; the other two carry its measurement and say whose
+    assert {c["metadata"]["measurement_of"]["model_config"] for c in copies} == {"model-a"}
+    assert len({r["candidate_ms_median"] for r in rows}) == 1
+    again = evaluate_batch([problem], cands, store, cfg)
+    assert again.written == 0 and again.already_done == 3
