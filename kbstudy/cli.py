@@ -90,6 +90,9 @@ def eval_command(
     cache_dir: Path = typer.Option(Path(".cache/kbstudy"), help="build cache"),
     inputs_on_device: bool = typer.Option(True, help="generate inputs on the GPU (seeded) rather than on the CPU"),
     progress: bool = typer.Option(True, help="show a progress bar"),
+    skip_float32_only: bool = typer.Option(False, "--skip-float32-only",
+                                           help="at bf16/fp16, record CUDA candidates hard-coded to float32 (static "
+                                                "dtype scan) as skipped, reason float32_only, without running them"),
 ) -> None:
     """Evaluate candidates against problems; append one record per candidate to OUT (resumes)."""
     from kbstudy.candidates import CandidateLoadError
@@ -109,7 +112,7 @@ def eval_command(
     cfg = EvalConfig(run=run or out.name, precision=precision, device=device, size_scale=size_scale, trials=trials,
                      compile_baseline=compile_baseline, load_timeout_s=load_timeout, run_timeout_s=run_timeout,
                      build_jobs=build_jobs, cache_dir=str(cache_dir), inputs_on_device=inputs_on_device,
-                     progress=progress)
+                     progress=progress, skip_float32_only=skip_float32_only)
     cfg.timing = {**cfg.timing, "budget_ms": timing_budget_ms}
     try:
         summary = evaluate_batch(probs, cands, store, cfg)

@@ -105,13 +105,17 @@ class EvalConfig:
     second_sentinel: bool = True
     # trial 1 reuses trial 0's input storage with new values (catches results cached by shape or pointer)
     storage_reuse_trial: bool = True
+    # at a precision other than fp32, record a CUDA candidate whose static dtype scan finds it hard-coded to float32
+    # (kbstudy.candidates.scan_dtype_support) as skipped, reason float32_only, instead of running it to a dtype error
+    skip_float32_only: bool = False
 
     def settings_key(self) -> str:
         """The settings that change what a record means (part of its key): trials, seed, input placement, and the
         verifier's checks (a record made without the second sentinel or the storage-reuse trial is a different
         evaluation, so a rerun with them on evaluates again rather than reusing it)."""
         return (f"trials={self.trials};seed={self.seed};inputs_on_device={self.inputs_on_device};"
-                f"checks=v2;second_sentinel={self.second_sentinel};storage_reuse_trial={self.storage_reuse_trial}")
+                f"checks=v2;second_sentinel={self.second_sentinel};storage_reuse_trial={self.storage_reuse_trial}"
+                + (";skip_float32_only" if self.skip_float32_only else ""))  # keys made without it stay valid
 
 
 @dataclasses.dataclass
@@ -635,7 +639,13 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
             common = _common_fields(problem, cfg, device, hardware, prov)
             runnable = []
             for cand in cands:
-                if cand.backend == "cuda" and not device.startswith("cuda"):
+                scan = cand.metadata.get("dtype_scan") or {}
+                if cfg.skip_float32_only and cfg.precision != "fp32" and scan.get("float32_only"):
+                    _write(store, summary, problem, cand, cfg, hardware, settings, common,
+                           {"outcome": "skipped", "metadata": {"skip_reason": "float32_only"},
+                            "error_message": "float32_only: " + "; ".join(scan.get("evidence") or [])}, None)
+                    _tick(bar, cand)
+                elif cand.backend == "cuda" and not device.startswith("cuda"):
                     _write(store, summary, problem, cand, cfg, hardware, settings, common,
                            {"outcome": "skipped", "error_message": "CUDA candidate: no GPU on this machine"}, None)
                     _tick(bar, cand)

@@ -281,3 +281,25 @@ def test_identical_code_gets_a_record_per_candidate(problem_by_name, tmp_path):
     assert len({r["candidate_ms_median"] for r in rows}) == 1
     again = evaluate_batch([problem], cands, store, cfg)
     assert again.written == 0 and again.already_done == 3
+
+
+def test_skip_float32_only_records_the_reason_without_running(problem_by_name, tmp_path):
+    """At bf16 with ``skip_float32_only``, a leaderboard CUDA kernel hard-coded to float is recorded as skipped for
+    that reason (the scan's evidence in its message), and the flag is part of the settings key."""
+    from kbstudy.candidates import load_candidates
+
+    from .helpers import LEADERBOARD_FILE, kernelbench_path
+
+    problem = problem_by_name["19_ReLU.py"]
+    cands = [c for c in load_candidates(kernelbench_path() / LEADERBOARD_FILE, levels=[1])
+             if c.problem_id == 19 and c.backend == "cuda"][:2]
+    assert cands and all(c.metadata["dtype_scan"]["float32_only"] for c in cands)
+    store = RecordStore(tmp_path / "records")
+    cfg = cpu_config(size_scale=0.01, cache_dir=str(tmp_path / "cache"), precision="bf16", skip_float32_only=True)
+    assert cfg.settings_key().endswith(";skip_float32_only")
+    assert "skip_float32_only" not in cpu_config().settings_key()
+    summary = evaluate_batch([problem], cands, store, cfg)
+    rows = store.evaluations()
+    assert summary.written == len(cands) and {r["outcome"] for r in rows} == {"skipped"}
+    assert {r["metadata"]["skip_reason"] for r in rows} == {"float32_only"}
+    assert all(r["error_message"].startswith("float32_only: ") and "float" in r["error_message"] for r in rows)
