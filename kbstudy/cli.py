@@ -89,6 +89,9 @@ def eval_command(
     build_jobs: int = typer.Option(0, help="parallel CUDA builds (0: one per CPU core)"),
     cache_dir: Path = typer.Option(Path(".cache/kbstudy"), help="build cache"),
     inputs_on_device: bool = typer.Option(True, help="generate inputs on the GPU (seeded) rather than on the CPU"),
+    fresh_trials: int = typer.Option(2, help="kbstudy's extra trials on fresh seeds (besides signed and large inputs)"),
+    extra_seeds: Optional[str] = typer.Option(None, help="comma-separated seeds of the extra trials, to replay a run "
+                                                          "(a record's metadata.extra_trials); default: drawn"),
     progress: bool = typer.Option(True, help="show a progress bar"),
     skip_float32_only: bool = typer.Option(False, "--skip-float32-only",
                                            help="at bf16/fp16, record CUDA candidates hard-coded to float32 (static "
@@ -102,6 +105,10 @@ def eval_command(
 
     _check_run_options([precision], size_scale)
     try:
+        seeds = [int(x) for x in extra_seeds.split(",") if x.strip()] if extra_seeds else None
+    except ValueError:
+        _fail(f"--extra-seeds must be comma-separated integers, got {extra_seeds!r}")
+    try:
         probs = load_problems(problems, levels=level, problem_ids=problem_id, version=problem_version)
         cands = load_candidate_specs(candidates, probs, levels=level, model_configs=model_config)
     except (FileNotFoundError, ProblemLoadError, CandidateLoadError, KeyError) as exc:
@@ -112,11 +119,12 @@ def eval_command(
     cfg = EvalConfig(run=run or out.name, precision=precision, device=device, size_scale=size_scale, trials=trials,
                      compile_baseline=compile_baseline, load_timeout_s=load_timeout, run_timeout_s=run_timeout,
                      build_jobs=build_jobs, cache_dir=str(cache_dir), inputs_on_device=inputs_on_device,
-                     progress=progress, skip_float32_only=skip_float32_only)
+                     progress=progress, fresh_trials=fresh_trials, extra_seeds=seeds,
+                     skip_float32_only=skip_float32_only)
     cfg.timing = {**cfg.timing, "budget_ms": timing_budget_ms}
     try:
         summary = evaluate_batch(probs, cands, store, cfg)
-    except RuntimeError as exc:
+    except (RuntimeError, ValueError) as exc:  # ValueError: extra seeds that do not match the extra trials
         _fail(str(exc))
     typer.echo(f"{summary.written} records written, {summary.already_done} already present, "
                f"{len(summary.unmatched)} candidates without a problem, {summary.seconds:.1f} s")

@@ -8,9 +8,18 @@ For each problem with candidates not yet in the store:
    and under ``torch.compile`` (once per problem, precision, size scale and hardware: reused from ``references.jsonl``
    on later runs);
 3. each candidate gets a fresh *worker process* (``kbstudy.worker``): load -> construct -> one call per correctness
-   trial, its outputs judged in the reference process (``kbstudy.verify``) -> timing, if either verdict passed;
+   trial (KernelBench's fixed-seed trials, then kbstudy's extra trials: fresh seeds and the input variants that apply
+   to the problem, ``kbstudy.variants``), its outputs judged in the reference process (``kbstudy.verify``) -> timing,
+   if either verdict passed, over a pool of distinct input sets, with a sample of the timed outputs judged too and,
+   on a GPU, a host-synchronised cross-check of the event timing (``kbstudy.timing``) -> on a GPU, one profiled call
+   for the share of device time in custom kernels (``kbstudy.kernel_share``);
 4. whatever happens -- an exception, a compile error, a hang past the timeout, a segfault, a CUDA error, an OOM --
    becomes one :class:`~kbstudy.records.EvaluationRecord`, appended to the store before the next candidate starts.
+
+Speedups are ratios of medians; each gets a 95% percentile-bootstrap interval from the raw samples of both sides
+(``kbstudy.timing.speedup_interval``), and ``speedup_significant`` says whether it excludes 1. A speedup is withdrawn
+(``None``) when the sampled timed outputs did not match (``timing_output_ok`` false), and never significant when the
+event timing disagrees with the host-synchronised time (``timing_discrepancy`` true).
 
 CUDA candidates on a machine without a GPU are recorded as ``skipped``; Triton candidates run on a CPU under Triton's
 interpreter (``TRITON_INTERPRET=1``).
@@ -35,7 +44,9 @@ from kbstudy.execution import unpack
 from kbstudy.candidates import Candidate
 from kbstudy.problems import Problem, scale_source
 from kbstudy.records import EvaluationRecord, RecordStore, ReferenceRecord, evaluation_key, reference_key
-from kbstudy.verify import FLOAT_SENTINEL, KERNELBENCH_TRIALS, KbstudyTrial, KernelBenchTrial, combine
+from kbstudy.variants import FRESH, VARIANTS, ExtraTrial, plan_extra_trials
+from kbstudy.verify import (FLOAT_SENTINEL, KERNELBENCH_TRIALS, TIMING_OUTPUT_MISMATCH, KbstudyTrial, KernelBenchTrial,
+                            combine, combine_extra, sentinel_label)
 
 # Children fork from a server that has already imported torch and Inductor (no CUDA initialised there), so a fresh
 # process per candidate costs milliseconds, not the ~2 s of `import torch` plus the ~3 s of `torch._inductor` that
@@ -105,16 +116,30 @@ class EvalConfig:
     second_sentinel: bool = True
     # trial 1 reuses trial 0's input storage with new values (catches results cached by shape or pointer)
     storage_reuse_trial: bool = True
+    # kbstudy's extra trials (kbstudy.variants): fresh-seed trials, and the input distributions tried where they apply
+    fresh_trials: int = 2
+    variants: tuple = VARIANTS
+    # seeds of the extra trials, in order (fresh ones, then one per variant); None: drawn per batch (secrets). Every
+    # record lists them in metadata["extra_trials"]: pass them here to replay a run
+    extra_seeds: list | None = None
+    # the timing pool's cap (kbstudy.timing.pool_size: at least 2, at most 4 input sets)
+    timing_pool_bytes: int = 1 << 30
+    # GPU only: profile one call of each timed candidate for custom_kernel_share (kbstudy.kernel_share)
+    profile_candidates: bool = True
     # at a precision other than fp32, record a CUDA candidate whose static dtype scan finds it hard-coded to float32
     # (kbstudy.candidates.scan_dtype_support) as skipped, reason float32_only, instead of running it to a dtype error
     skip_float32_only: bool = False
 
     def settings_key(self) -> str:
         """The settings that change what a record means (part of its key): trials, seed, input placement, and the
-        verifier's checks (a record made without the second sentinel or the storage-reuse trial is a different
-        evaluation, so a rerun with them on evaluates again rather than reusing it)."""
+        verifier's checks (a record made without the second sentinel, the storage-reuse trial, the extra trials or
+        the timing pool is a different evaluation, so a rerun with them on evaluates again rather than reusing it).
+        ``checks=v3``: extra trials, timing pool with checked outputs, host cross-check, significance of speedups.
+        The extra trials' seeds are not part of it (they are drawn per run; records list them)."""
         return (f"trials={self.trials};seed={self.seed};inputs_on_device={self.inputs_on_device};"
-                f"checks=v2;second_sentinel={self.second_sentinel};storage_reuse_trial={self.storage_reuse_trial}"
+                f"checks=v3;second_sentinel={self.second_sentinel};storage_reuse_trial={self.storage_reuse_trial};"
+                f"fresh_trials={self.fresh_trials};variants={','.join(self.variants)};"
+                f"timing_pool_bytes={self.timing_pool_bytes}"
                 + (";skip_float32_only" if self.skip_float32_only else ""))  # keys made without it stay valid
 
 
@@ -362,16 +387,32 @@ def _progress(iterable: Iterable, total: int, desc: str, enabled: bool):
 class _Reference:
     """The orchestrator's handle on one problem's reference process."""
 
-    def __init__(self, pool: ChildPool, problem: Problem, cfg: EvalConfig, device: str):
+    def __init__(self, pool: ChildPool, problem: Problem, cfg: EvalConfig, device: str,
+                 extra: list[ExtraTrial] | None = None):
         self.child = pool.get()
         source = scale_source(problem.source, cfg.size_scale)
         self.child.send({"role": "reference", "env": _child_env(None, cfg, device), "job": {
             "source": source, "filename": f"<problem {_label(problem.key)}>", "device": device, "precision": cfg.precision,
             "trials": cfg.trials, "seed": cfg.seed, "inputs_on_device": cfg.inputs_on_device,
-            "cache_bytes": cfg.reference_cache_bytes}})
+            "cache_bytes": cfg.reference_cache_bytes, "extra_trials": [e.as_dict() for e in extra or []],
+            "timing_pool_bytes": cfg.timing_pool_bytes}})
         self.info = self.child.recv(cfg.load_timeout_s)
         self.ok = "error" not in self.info
         self.cfg = cfg
+
+    def not_applicable(self, extra: list[ExtraTrial]) -> dict[str, str]:
+        """``{variant name: reason}`` of the variants that do not apply to this problem (from the reference's
+        ``variants`` report; a variant trial the report does not mention counts as not applicable)."""
+        report = self.info.get("variants") or {}
+        out = {}
+        for spec in extra:
+            if spec.name == FRESH:
+                continue
+            if spec.trial not in report:
+                out[spec.name] = "not assessed by the reference"
+            elif report[spec.trial] is not None:
+                out[spec.name] = report[spec.trial]
+        return out
 
     def request(self, message: dict, timeout: float) -> Any:
         self.child.send(message)
@@ -394,9 +435,17 @@ def _trial_seeds(cfg: EvalConfig) -> list[int]:
     return kernelbench_trial_seeds(cfg.trials, cfg.seed)
 
 
+def _extra_trials(cfg: EvalConfig) -> list[ExtraTrial]:
+    """The batch's extra trials (``kbstudy.variants.plan_extra_trials``), numbered after KernelBench's trials."""
+    return plan_extra_trials(cfg.trials, cfg.fresh_trials, tuple(cfg.variants), cfg.extra_seeds)
+
+
 def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: EvalConfig, device: str,
-                   seeds: list[int]) -> dict:
-    """One candidate through a fresh worker. Returns record fields (outcome, verdicts, timing samples)."""
+                   seeds: list[int], extra: list[ExtraTrial] | None = None) -> dict:
+    """One candidate through a fresh worker. Returns record fields (outcome, verdicts, timing samples).
+
+    ``seeds``: KernelBench's trial seeds; ``extra``: the batch's extra trials (run only where they apply)."""
+    extra = list(extra or [])
     started = time.perf_counter()
     child = pool.get()
     fields: dict[str, Any] = {"compiled": False, "metadata": {}}
@@ -424,8 +473,16 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
         stage = "run"
         kb_trials: list[KernelBenchTrial] = []
         kbs_trials: list[KbstudyTrial] = []
+        extra_results: list[tuple[ExtraTrial, KbstudyTrial]] = []
         form_ok: list[tuple[bool, bool]] = []  # (shape, dtype) agreement per trial
-        for t, seed in enumerate(seeds):
+        not_applicable = ref.not_applicable(extra)
+        plan = [(t, seed, None) for t, seed in enumerate(seeds)]
+        plan += [(spec.trial, spec.seed, spec) for spec in extra if spec.name not in not_applicable]
+        if extra:
+            fields["metadata"]["extra_trials"] = [spec.as_dict() for spec in extra]
+            if not_applicable:
+                fields["metadata"]["variant_notes"] = dict(not_applicable)
+        for t, seed, spec in plan:
             with clock("inputs"):
                 inputs = _reference_inputs(ref, t, cfg)
             # the second sentinel on odd trials (GPU: poisoned allocator; CPU: a dispatch mode filling fresh tensors)
@@ -433,16 +490,22 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
             # trial 1 runs on trial 0's input storage with its own values: a result cached by shape, pointer or
             # object identity comes back stale (kbstudy.worker, "storage reuse")
             reuse = cfg.storage_reuse_trial and t == 1
-            with clock("run_first" if t == 0 else "run"):
+            with clock("run_first" if t == 0 else ("run" if spec is None else "run_extra")):
                 child.send({"op": "run", "trial": t, "seed": seed, "sentinel": sentinel, "reuse_inputs": reuse,
-                            "output_bytes": ref.info.get("output_bytes", 0)})
+                            "output_bytes": ref.info.get("output_bytes", 0), "survive": spec is not None})
                 child.send_bytes(inputs)
                 del inputs
                 failure, outputs = unpack(child.recv_bytes(cfg.run_timeout_s))
             if failure is not None:
-                return _finish(fields, {"outcome": failure["failure"], "error_message": failure["error"]})
+                if spec is None:
+                    return _finish(fields, {"outcome": failure["failure"], "error_message": failure["error"]})
+                # a crash on an extra trial is that trial's failure; KernelBench's verdict and the timing survive
+                extra_results.append((spec, KbstudyTrial(False, failure["failure"], None, None,
+                                                         f"the call raised: {failure['error'][:1000]}",
+                                                         sentinel=sentinel_label(sentinel))))
+                continue
             with clock("verify"):
-                ref.child.send({"op": "verify", "trial": t, "sentinel": sentinel})
+                ref.child.send({"op": "verify", "trial": t, "sentinel": sentinel, "kernelbench": spec is None})
                 ref.child.send_bytes(outputs)
                 del outputs
                 try:
@@ -453,32 +516,32 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
             if "error" in verdict:
                 return _finish(fields, {"outcome": "runtime_error", "error_message":
                                         "the candidate's outputs could not be judged: " + verdict["error"]})
-            kb_trials.append(verdict["kernelbench"])
-            kbs_trials.append(verdict["kbstudy"])
+            if spec is None:
+                kb_trials.append(verdict["kernelbench"])
+                kbs_trials.append(verdict["kbstudy"])
+            else:
+                extra_results.append((spec, verdict["kbstudy"]))
             form_ok.append((verdict["shape_ok"], verdict["dtype_ok"]))
             _note_integrity(fields["metadata"], t, verdict.get("integrity") or {})
         combined = combine(kb_trials, kbs_trials, cfg.precision)
+        combined = combine_extra(combined, extra_results, [spec.name for spec in extra], not_applicable)
         verdict_meta = combined.pop("metadata_verdict")
         fields.update(combined)
         fields["outcome"] = "evaluated"
         fields["shape_ok"] = all(shape for shape, _ in form_ok)
         fields["dtype_ok"] = all(dtype for _, dtype in form_ok)
         fields["metadata"].update({k: v for k, v in verdict_meta.items() if v})
+        if extra_results:
+            fields["metadata"]["extra_trial_results"] = [
+                {"trial": spec.trial, "name": spec.name, "passed": r.passed, "failure": r.failure,
+                 "rel_l2": r.rel_l2} for spec, r in extra_results]
         if cfg.time_candidates and (fields["kernelbench_correct"] or fields["kbstudy_correct"]):
             stage = "time"
-            clock.start("time")
-            inputs = _reference_inputs(ref, "timing", cfg)
-            child.send({"op": "time", "timing": cfg.timing})
-            child.send_bytes(inputs)
-            reply = child.recv(cfg.run_timeout_s)
-            clock.stop()
-            if "failure" in reply:
-                # the candidate passed its trials but failed while being timed: keep the verdicts, record why
-                fields["metadata"]["timing_failure"] = reply["error"]
-                fields["outcome"] = reply["failure"]
-                fields["error_message"] = "failed while timing: " + reply["error"]
-            else:
-                fields["timing_samples"] = reply["samples"]
+            with clock("time"):
+                _time_candidate(child, ref, cfg, device, fields)
+            if fields.get("timing_output_ok") and device.startswith("cuda") and cfg.profile_candidates:
+                with clock("profile"):
+                    _profile_candidate(child, cfg, fields)
         return fields
     except ReferenceFailure as exc:
         return _finish(fields, {"outcome": "reference_error", "error_message": f"{stage}: reference: {exc}"})
@@ -497,6 +560,78 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
             child.kill()  # known hung or dead: no grace period
         else:
             child.close(grace_s=5)
+
+
+def _time_candidate(child: Child, ref: _Reference, cfg: EvalConfig, device: str, fields: dict) -> None:
+    """Time a candidate over the reference's timing pool, have its sampled timed outputs judged, and fill
+    ``fields``: ``timing_samples`` (popped by :func:`_write`), ``timing_pool_size``, ``timing_output_ok``,
+    ``candidate_host_ms`` and ``timing_discrepancy`` (GPU), and the ``timing_output_mismatch`` verdict. A failure
+    while timing keeps the verdicts and records the outcome (as before the pool existed)."""
+    import statistics
+
+    from kbstudy import timing
+
+    pool = _reference_inputs(ref, "timing_pool", cfg)
+    on_gpu = device.startswith("cuda")
+    child.send({"op": "time", "timing": cfg.timing, "host_check": on_gpu})
+    child.send_bytes(pool)
+    del pool
+    reply = child.recv(cfg.run_timeout_s)
+    if "failure" in reply:
+        # the candidate passed its trials but failed while being timed: keep the verdicts, record why
+        fields["metadata"]["timing_failure"] = reply["error"]
+        fields["outcome"] = reply["failure"]
+        fields["error_message"] = "failed while timing: " + reply["error"]
+        return
+    error, checked = unpack(child.recv_bytes(cfg.run_timeout_s))  # forwarded unopened, tag stripped
+    if error is not None:
+        raise ChildDied(None)  # the worker only ever sends a payload here
+    fields["timing_samples"] = reply["samples"]
+    fields["timing_pool_size"] = reply["pool_size"]
+    if on_gpu:
+        fields["candidate_host_ms"] = reply["host_ms"]
+        fields["timing_discrepancy"] = timing.timing_discrepancy(statistics.median(reply["samples"]),
+                                                                 reply["host_ms"])
+        fields["metadata"]["host_check_calls"] = reply["host_calls"]
+    try:
+        # the check the candidate's verdict rests on: kbstudy's if it passed kbstudy's verdict, else KernelBench's
+        check_name = "kbstudy" if fields.get("kbstudy_correct") else "kernelbench"
+        ref.child.send({"op": "verify_timing", "check": check_name})
+        ref.child.send_bytes(checked)
+        del checked
+        try:
+            check = ref.child.recv(cfg.run_timeout_s)
+        except ChildTimeout as exc:
+            raise ReferenceFailure(f"no timing-output verdict within the timeout: {exc}") from None
+    finally:
+        child.send({"op": "release"})
+    if "error" in check:
+        raise ReferenceFailure("judging the timed outputs: " + check["error"])
+    fields["timing_output_ok"] = bool(check["ok"])
+    fields["metadata"]["timing_output_check"] = {"check": check_name, "checked": check["checked"],
+                                                 "mismatches": check["mismatches"]}
+    if not check["ok"] and fields.get("kbstudy_correct"):
+        fields["kbstudy_correct"] = False
+        fields["kbstudy_failure"] = TIMING_OUTPUT_MISMATCH
+        first = check["mismatches"][0] if check["mismatches"] else {}
+        fields["metadata"]["kbstudy_detail"] = (f"timed call {first.get('call')} on timing input set "
+                                                f"{first.get('entry')}: {first.get('detail')}")
+
+
+def _profile_candidate(child: Child, cfg: EvalConfig, fields: dict) -> None:
+    """One profiled call (GPU): ``custom_kernel_share``, ``top_kernels`` and ``metadata["kernel_time_us_by_origin"]``
+    (``kbstudy.kernel_share``), or ``metadata["profile_error"]``."""
+    from kbstudy.kernel_share import custom_kernel_share
+
+    child.send({"op": "profile"})
+    reply = child.recv(cfg.run_timeout_s)
+    if "profile_error" in reply:
+        fields["metadata"]["profile_error"] = reply["profile_error"]
+        return
+    share = custom_kernel_share(reply["kernels"])
+    fields["custom_kernel_share"] = share["custom_kernel_share"]
+    fields["top_kernels"] = share["top_kernels"]
+    fields["metadata"]["kernel_time_us_by_origin"] = share["time_us_by_origin"]
 
 
 def _note_integrity(metadata: dict, trial: int, integrity: dict) -> None:
@@ -622,6 +757,7 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
     if device.startswith("cuda"):
         build_cuda_candidates(pending, cfg, device)
     seeds = _trial_seeds(cfg)
+    extra = _extra_trials(cfg)
     on_gpu = device.startswith("cuda")
     pool = ChildPool(spare=on_gpu if cfg.spare_process is None else cfg.spare_process,
                      warm_device=device if on_gpu else None)
@@ -656,7 +792,7 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
             ref_key = reference_key(problem.sha256, cfg.precision, cfg.size_scale, hardware, settings)
             ref_row = references.get(ref_key)
             try:
-                ref = _Reference(pool, problem, cfg, device)
+                ref = _Reference(pool, problem, cfg, device, extra)
             except (ChildDied, ChildTimeout) as exc:
                 ref = None
                 ref_error = f"reference process: {exc}"
@@ -671,12 +807,12 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
                     if ref is None or not ref.ok or not ref.child.process.is_alive():
                         fields = {"outcome": "reference_error", "error_message": ref_error or "reference process died"}
                     else:
-                        fields = _run_candidate(pool, ref, cand, cfg, device, seeds)
+                        fields = _run_candidate(pool, ref, cand, cfg, device, seeds, extra)
                         if fields["outcome"] == "reference_error":
                             # a fresh reference for the next candidate; if even that fails, the rest are recorded
                             ref.close()
                             try:
-                                ref = _Reference(pool, problem, cfg, device)
+                                ref = _Reference(pool, problem, cfg, device, extra)
                                 ref_error = None if ref.ok else ref.info["error"]
                             except (ChildDied, ChildTimeout) as exc:
                                 ref, ref_error = None, f"reference process: {exc}"
@@ -747,10 +883,13 @@ def _time_reference(ref: _Reference | None, ref_error: str | None, key: str, pro
     row["created_utc"] = provenance.collect("cpu")["created_utc"]
     if ref is None or not ref.ok:
         return {**row, "outcome": "reference_error", "error_message": ref_error}
+    variant_report = {str(t): ("applies" if reason is None else reason)
+                      for t, reason in sorted((ref.info.get("variants") or {}).items())}
     row.update({"output_shape": ref.info.get("output_shape"), "output_dtype": ref.info.get("output_dtype"),
                 "reference_dtype": ref.info.get("reference_dtype"),
                 **{k: ref.info.get(k) for k in ("output_rms", "degenerate", "degenerate_constant", "degenerate_inputs")},
                 "metadata": {"tf32_matmul": ref.info.get("tf32_matmul"), "tf32_cudnn": ref.info.get("tf32_cudnn"),
+                             **({"variants": variant_report} if variant_report else {}),
                              **{k: ref.info[k] for k in ("output_rel_std", "degeneracy_error")
                                 if ref.info.get(k) is not None}}})
     try:
@@ -764,6 +903,9 @@ def _time_reference(ref: _Reference | None, ref_error: str | None, key: str, pro
     row.update(_timing_fields(result.get("compile"), "compile"))
     row.pop("eager_ms_ci_low", None), row.pop("eager_ms_ci_high", None)
     row.pop("compile_ms_ci_low", None), row.pop("compile_ms_ci_high", None)
+    row["eager_ms_samples"] = result.get("eager")
+    row["compile_ms_samples"] = result.get("compile")
+    row["timing_pool_size"] = result.get("pool_size")
     row["compile_error"] = result.get("compile_error")
     row["outcome"] = "evaluated"
     return row
@@ -783,20 +925,39 @@ def _write(store: RecordStore, summary: BatchSummary, problem: Problem, cand: Ca
     if samples:
         for name, value in _timing_fields(samples, "candidate").items():
             setattr(record, name, value)
+        record.candidate_ms_samples = [float(x) for x in samples]
     if ref_row and ref_row.get("outcome") == "evaluated":
         record.reference_key = ref_row["key"]
         for base in ("eager", "compile"):
             for stat in ("median", "q1", "q3"):
                 setattr(record, f"{base}_ms_{stat}", ref_row.get(f"{base}_ms_{stat}"))
         record.reference_dtype = ref_row.get("reference_dtype")
-        if record.candidate_ms_median:
-            if record.eager_ms_median:
-                record.speedup_vs_eager = record.eager_ms_median / record.candidate_ms_median
-            if record.compile_ms_median:
-                record.speedup_vs_compile = record.compile_ms_median / record.candidate_ms_median
+        if record.candidate_ms_median and record.timing_output_ok is not False:
+            _speedups(record, ref_row, samples)
     store.append(record)
     summary.written += 1
     summary.outcomes[record.outcome] += 1
+
+
+def _speedups(record: EvaluationRecord, ref_row: dict, samples: list[float]) -> None:
+    """Speedups (ratio of medians), their bootstrap intervals and significance (``kbstudy.timing``): a speedup is
+    significant when its 95% interval excludes 1 on the side of the point estimate, and never while
+    ``timing_discrepancy`` is true (the event timing missed work the host clock saw)."""
+    from kbstudy.timing import speedup_interval, speedup_significant
+
+    for base, ratio_field, sig_field in (("eager", "speedup_vs_eager", "speedup_significant"),
+                                         ("compile", "speedup_vs_compile", "speedup_vs_compile_significant")):
+        median = getattr(record, f"{base}_ms_median")
+        if not median:
+            continue
+        speedup = median / record.candidate_ms_median
+        setattr(record, ratio_field, speedup)
+        interval = speedup_interval(ref_row.get(f"{base}_ms_samples"), samples)
+        if interval is not None:
+            setattr(record, f"{ratio_field}_ci_low", interval[0])
+            setattr(record, f"{ratio_field}_ci_high", interval[1])
+        significant = False if record.timing_discrepancy else speedup_significant(interval, speedup)
+        setattr(record, sig_field, significant)
 
 
 def clear_build_cache(cfg: EvalConfig) -> None:

@@ -28,7 +28,10 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-SCHEMA_VERSION = 1
+#: 2: extra trials (``kbstudy_variants``, ``correct_default_only``), timing pool and timed-output check, host
+#: cross-check, raw timing samples, speedup intervals and significance, custom-kernel share. Scoring applies the
+#: significance rule to records of version 2 and later only (``kbstudy.scoring``).
+SCHEMA_VERSION = 2
 
 #: Outcome categories, in the order a candidate meets them. Only ``evaluated`` carries verdicts and timings.
 OUTCOMES = (
@@ -96,6 +99,9 @@ class EvaluationRecord:
     # kbstudy's verdict (scale-invariant): relative L2 error against float64, coverage of the output
     kbstudy_correct: bool | None = None
     kbstudy_failure: str | None = None
+    # kbstudy's extra trials (kbstudy.variants): fresh seeds and other input distributions
+    kbstudy_variants: dict | None = None
+    correct_default_only: bool | None = None
     rel_l2_error: float | None = None
     rel_l2_threshold: float | None = None
     coverage: float | None = None
@@ -118,6 +124,12 @@ class EvaluationRecord:
     candidate_ms_ci_low: float | None = None
     candidate_ms_ci_high: float | None = None
     candidate_timing_trials: int | None = None
+    candidate_ms_samples: list | None = None
+    # anti-caching and cross-checks of the timing (kbstudy.timing)
+    timing_pool_size: int | None = None
+    timing_output_ok: bool | None = None
+    candidate_host_ms: float | None = None
+    timing_discrepancy: bool | None = None
     # reference timings (ms), copied from the ReferenceRecord they were measured in
     eager_ms_median: float | None = None
     eager_ms_q1: float | None = None
@@ -129,6 +141,16 @@ class EvaluationRecord:
     # speedups (ratio of medians; > 1 means the candidate is faster)
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    # 95% percentile-bootstrap intervals of the speedups and their significance (kbstudy.timing.speedup_interval)
+    speedup_vs_eager_ci_low: float | None = None
+    speedup_vs_eager_ci_high: float | None = None
+    speedup_significant: bool | None = None
+    speedup_vs_compile_ci_low: float | None = None
+    speedup_vs_compile_ci_high: float | None = None
+    speedup_vs_compile_significant: bool | None = None
+    # share of device time in the candidate's own kernels (GPU; kbstudy.kernel_share)
+    custom_kernel_share: float | None = None
+    top_kernels: list | None = None
     # harness cost (s): wall time of the worker process, from spawn to its last message
     worker_wall_s: float | None = None
     # provenance
@@ -181,6 +203,9 @@ class ReferenceRecord:
     compile_ms_min: float | None = None
     compile_ms_max: float | None = None
     compile_timing_trials: int | None = None
+    eager_ms_samples: list | None = None
+    compile_ms_samples: list | None = None
+    timing_pool_size: int | None = None
     compile_error: str | None = None
     output_shape: list | None = None
     output_dtype: str | None = None
@@ -270,6 +295,10 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[dict]:
                 warnings.warn(f"{path}:{lineno}: skipping a torn or malformed line", stacklevel=2)
 
 
+#: Columns written to Parquet as JSON strings besides ``metadata`` (nested or ragged values; ``null`` for None).
+_JSON_COLUMNS = ("output_shape", "kbstudy_variants", "top_kernels")
+
+
 class RecordStore:
     """A run folder of records: ``evaluations.jsonl`` and ``references.jsonl`` (see the module docstring)."""
 
@@ -317,13 +346,15 @@ class RecordStore:
         return pd.DataFrame(list(self.references().values()), columns=columns)
 
     def export_parquet(self) -> list[Path]:
-        """Write ``evaluations.parquet`` and ``references.parquet`` beside the JSONL files; returns their paths."""
+        """Write ``evaluations.parquet`` and ``references.parquet`` beside the JSONL files; returns their paths.
+        ``metadata`` and the columns of ``_JSON_COLUMNS`` are stored as JSON strings."""
         written = []
         for frame, name in ((self.evaluations_frame(), "evaluations"), (self.references_frame(), "references")):
             frame = frame.copy()
             frame["metadata"] = frame["metadata"].map(lambda m: json.dumps(m or {}, sort_keys=True))
-            if "output_shape" in frame:
-                frame["output_shape"] = frame["output_shape"].map(lambda s: json.dumps(s))
+            for column in _JSON_COLUMNS:
+                if column in frame:
+                    frame[column] = frame[column].map(lambda v: json.dumps(v))
             path = self.folder / f"{name}.parquet"
             frame.to_parquet(path, index=False)
             written.append(path)

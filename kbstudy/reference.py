@@ -12,11 +12,20 @@ see ``kbstudy.execution.share``):
 
 * ``{"op": "init_inputs"}`` -> ``{"init_inputs": [...]}``
 * ``{"op": "inputs", "trial": t}`` -> a packet (``execution.pack_shared`` of the inputs, or ``pack_error``);
-  ``t`` is a trial index or ``"timing"``
-* ``{"op": "verify", "trial": t, "sentinel": s}`` then bytes of the candidate's shared outputs (with the worker's
-  ``integrity`` report) -> ``{"kernelbench": KernelBenchTrial, "kbstudy": KbstudyTrial, "integrity": {...}}``
-* ``{"op": "time", "eager": bool, "compile": bool}`` -> ``{"eager": [ms...], "compile": [ms...], "compile_error": ...}``
+  ``t`` is a trial index (KernelBench's trials, then the extra trials of ``kbstudy.variants``) or ``"timing_pool"``
+  (then the packet holds ``{"pool": [input sets], "seeds": [...]}``, see :meth:`ReferenceSession.timing_pool`)
+* ``{"op": "verify", "trial": t, "sentinel": s, "kernelbench": bool}`` then bytes of the candidate's shared outputs
+  (with the worker's ``integrity`` report) -> ``{"kernelbench": KernelBenchTrial | None, "kbstudy": KbstudyTrial,
+  "integrity": {...}}``
+* ``{"op": "verify_timing", "check": "kbstudy" | "kernelbench"}`` then bytes of the worker's sampled timed outputs
+  -> :meth:`ReferenceSession.verify_timing`'s dict
+* ``{"op": "time", "eager": bool, "compile": bool}`` -> ``{"eager": [ms...], "compile": [ms...], "compile_error": ...,
+  "pool_size": int}``
 * ``{"op": "close"}``
+
+The job may carry ``extra_trials`` (``kbstudy.variants.ExtraTrial.as_dict()`` of each extra trial: index, seed,
+distribution) and ``timing_pool_bytes`` (the pool's cap, ``kbstudy.timing.pool_size``). Which variants apply to the
+problem is decided here, on each variant trial's own inputs (:meth:`ReferenceSession.variant_applicability`).
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ import collections
 import copy
 from typing import Any
 
-from kbstudy import execution, verify
+from kbstudy import execution, variants, verify
 
 #: A reference output is constant when std / RMS of its float64 values is below this (or all elements are equal).
 CONSTANT_REL_STD = 1e-6
@@ -45,7 +54,11 @@ class ReferenceSession:
         self.precision = job["precision"]
         self.dtype = execution.torch_dtype(self.precision)
         self.trial_seeds = execution.kernelbench_trial_seeds(job["trials"], job.get("seed", 42))
+        self.extra_trials = {int(t["trial"]): variants.ExtraTrial(int(t["trial"]), int(t["seed"]), t["name"])
+                             for t in job.get("extra_trials", [])}
         self.timing_seed = job.get("seed", 42)
+        self.timing_pool_bytes = int(job.get("timing_pool_bytes", 1 << 30))
+        self._pool: tuple[list, list] | None = None
         self.input_device = self.device if job.get("inputs_on_device", True) else "cpu"
         self.cache_bytes = int(job.get("cache_bytes", 8 << 30))
         self.cache: collections.OrderedDict[Any, tuple] = collections.OrderedDict()
@@ -67,32 +80,45 @@ class ReferenceSession:
             self.model64, self.reference_dtype = None, str(self.dtype).replace("torch.", "")
 
     # ------------------------------------------------------------------------------------------------ trials
-    def _make_inputs(self, seed: int) -> list:
+    def _make_inputs(self, seed: int, variant: str | None = None) -> list:
+        """``get_inputs()`` under ``seed`` on the input device, floating tensors cast to the precision, then moved to
+        the device; ``variant`` (a name of ``kbstudy.variants.VARIANTS``) transforms the floating tensors."""
         import torch
 
         execution.set_seed(seed)
         with torch.device(self.input_device):
             raw = self.module.get_inputs()
-        return [execution.cast_input(x, self.device, self.dtype) for x in raw]
+        inputs = [execution.cast_input(x, self.device, self.dtype) for x in raw]
+        if variant in variants.VARIANTS:
+            inputs = variants.transform_inputs(inputs, variant, seed)
+        return inputs
 
     def _seed_of(self, trial) -> int:
-        return self.timing_seed if trial == "timing" else self.trial_seeds[int(trial)]
+        if isinstance(trial, tuple) and trial[0] == "timing":
+            return self.timing_pool_seeds()[int(trial[1])]
+        t = int(trial)
+        if t in self.extra_trials:
+            return self.extra_trials[t].seed
+        return self.trial_seeds[t]
 
-    def trial(self, trial) -> tuple[list, list | None, list | None]:
-        """(inputs, expected outputs at precision, expected float64 outputs) of a trial; expected outputs are computed
-        only for correctness trials, not for the timing inputs."""
+    def _variant_of(self, trial) -> str | None:
+        extra = self.extra_trials.get(trial) if isinstance(trial, int) else None
+        return extra.name if extra is not None else None
+
+    def trial(self, trial) -> tuple[list, list, list]:
+        """(inputs, expected outputs at precision, expected float64 outputs) of a trial: a correctness trial index
+        (KernelBench's, then the extra trials) or ``("timing", e)``, the inputs of timing-pool entry ``e`` regenerated
+        from its seed (bit-identical to the pool's, which a candidate's process can reach through shared memory)."""
         if trial in self.cache:
             self.cache.move_to_end(trial)
             return self.cache[trial]
         import torch
 
         seed = self._seed_of(trial)
-        inputs = self._make_inputs(seed)
-        expected = expected64 = None
-        if trial != "timing":
-            execution.set_seed(seed)
-            expected = execution.flatten_outputs(self.model(*inputs))
-            expected64 = self._reference64(inputs, seed, expected)
+        inputs = self._make_inputs(seed, self._variant_of(trial))
+        execution.set_seed(seed)
+        expected = execution.flatten_outputs(self.model(*inputs))
+        expected64 = self._reference64(inputs, seed, expected)
         entry = (inputs, expected, expected64)
         self.cache[trial] = entry
         self._evict(keep=trial)
@@ -131,7 +157,7 @@ class ReferenceSession:
             del self.cache[oldest]
 
     def verify(self, trial, outputs: list, sentinel, forms: list[str] | None = None,
-               integrity: dict | None = None) -> dict:
+               integrity: dict | None = None, kernelbench: bool = True) -> dict:
         """Both verdicts on one trial's candidate outputs, then the integrity checks.
 
         Args:
@@ -141,13 +167,15 @@ class ReferenceSession:
             forms: ``module.qualname`` of each output's type as the candidate returned it.
             integrity: the worker's report: ``inputs_mutated`` (input indices), ``global_state`` (lines of
                 ``worker.global_state_diff``), ``reused_inputs`` (this trial ran on the previous trial's storage).
-        Returns ``{"kernelbench": KernelBenchTrial, "kbstudy": KbstudyTrial, "integrity": dict}``. An integrity
+            kernelbench: also run KernelBench's check (``False`` for kbstudy's extra trials, which KernelBench's
+                verdict does not include; its entry is then ``None``).
+        Returns ``{"kernelbench": KernelBenchTrial | None, "kbstudy": KbstudyTrial, "integrity": dict}``. An integrity
         violation fails kbstudy's trial (``inputs_mutated`` > ``global_state`` > ``stale_output``); ``stale_output``
         is a failed value check on a storage-reuse trial whose outputs pass kbstudy's check against the *previous*
         trial's expected outputs (a result cached by shape, pointer or object identity).
         """
         _, expected, expected64 = self.trial(trial)
-        kb = verify.kernelbench_trial(expected, outputs, self.precision)
+        kb = verify.kernelbench_trial(expected, outputs, self.precision) if kernelbench else None
         if any(form != "torch.Tensor" for form in forms or []):
             # the worker sent plain views of what the candidate returned; its real types are in ``forms``
             kbs = verify.KbstudyTrial(False, "not_a_dense_tensor", None, None, f"output types {forms}",
@@ -268,34 +296,110 @@ class ReferenceSession:
                 torch.cuda.empty_cache()
         return result
 
+    # ------------------------------------------------------------------------------------------------ variants
+    def variant_applicability(self) -> dict[int, str | None]:
+        """For each extra trial of a variant distribution: ``None`` if the variant applies, else why not (the rules of
+        ``kbstudy.variants.applicability``, judged on that trial's own inputs; a reference that raises on them makes
+        the variant not applicable). Fresh-seed trials always apply and are not listed. Never raises."""
+        out: dict[int, str | None] = {}
+        for t, extra in sorted(self.extra_trials.items()):
+            if extra.name not in variants.VARIANTS:
+                continue
+            try:
+                inputs, expected, expected64 = self.trial(t)
+                original = self._make_inputs(extra.seed)
+                out[t] = variants.applicability(original, inputs, expected, expected64, self.precision)
+            except Exception as exc:  # noqa: BLE001 - the reference cannot take these inputs: not applicable
+                self.cache.pop(t, None)
+                out[t] = "the reference raised on these inputs: " + execution.error_text(exc, 500)
+        return out
+
     # ------------------------------------------------------------------------------------------------ timing
+    def timing_pool_seeds(self) -> list[int]:
+        """Seeds of the timing pool's entries: the run's seed (KernelBench's timing inputs) + entry index."""
+        return self.timing_pool()[1]
+
+    def timing_pool(self) -> tuple[list, list[int]]:
+        """The timing pool (built once): ``(input sets, seeds)``, entry ``e`` = ``get_inputs()`` under seed
+        ``seed + e``. Its size is ``kbstudy.timing.pool_size`` of the first set's tensor bytes under the job's
+        ``timing_pool_bytes``."""
+        if self._pool is None:
+            import torch
+
+            from kbstudy import timing as timing_mod
+
+            first = self._make_inputs(self.timing_seed)
+            set_bytes = sum(x.numel() * x.element_size() for x in first if isinstance(x, torch.Tensor))
+            n = timing_mod.pool_size(set_bytes, self.timing_pool_bytes)
+            seeds = [(self.timing_seed + e) % (2**32 - 1) for e in range(n)]
+            self._pool = ([first] + [self._make_inputs(s) for s in seeds[1:]], seeds)
+        return self._pool
+
     def time(self, eager: bool, compiled: bool, timing: dict) -> dict:
+        """Eager and ``torch.compile`` timings of the reference over the timing pool (``kbstudy.timing.time_pool``:
+        the same pool, seeding and loop as the candidates). Returns ``{"eager": [ms...] | None, "compile": [ms...] |
+        None, "compile_error": str | None, "pool_size": int}``; a failure of ``torch.compile`` is reported, not
+        raised."""
         import torch
 
         from kbstudy import timing as timing_mod
 
-        inputs, _, _ = self.trial("timing")
-        result: dict[str, Any] = {"eager": None, "compile": None, "compile_error": None}
+        pool, seeds = self.timing_pool()
+        result: dict[str, Any] = {"eager": None, "compile": None, "compile_error": None, "pool_size": len(pool)}
         if eager:
-            result["eager"] = timing_mod.time_callable(lambda: self.model(*inputs), device=self.device, **timing)
+            model = self.model
+            result["eager"] = timing_mod.time_pool(lambda *a: model(*a), pool, seeds=seeds, device=self.device,
+                                                   **timing).samples
         if compiled:
             try:
                 torch._dynamo.reset()
                 compiled_model = torch.compile(self.model)  # Inductor, default mode (as KernelBench's baseline files)
-                result["compile"] = timing_mod.time_callable(lambda: compiled_model(*inputs), device=self.device,
-                                                             **timing)
+                result["compile"] = timing_mod.time_pool(lambda *a: compiled_model(*a), pool, seeds=seeds,
+                                                         device=self.device, **timing).samples
             except Exception as exc:  # a reference Inductor cannot compile is a finding, not a dead batch
                 result["compile_error"] = execution.error_text(exc, 2000)
         return result
 
+    def verify_timing(self, checked: list, check: str) -> dict:
+        """Judge a candidate's sampled timed outputs (``kbstudy.timing.PoolTiming.checked``) against the reference's
+        answers for their pool entries (inputs regenerated from the entries' seeds).
+
+        Args:
+            checked: ``[(entry, timed call index, outputs), ...]``.
+            check: ``"kbstudy"`` (kbstudy's per-trial check with the NaN sentinel, for a kbstudy-correct candidate) or
+                ``"kernelbench"`` (KernelBench's ``allclose``, for a candidate only KernelBench's verdict passed):
+                the check the candidate's verdict rests on, so an honest kernel's timed outputs pass it as its
+                trials did (KernelBench's absolute tolerance would otherwise fail honest kbstudy-correct kernels by
+                chance on a new input set, and it passes any stale answer that is small enough).
+        Returns ``{"ok": bool, "checked": int, "mismatches": [{"entry", "call", "detail"}, ...]}`` (at most 10
+        mismatches listed). Raises ``ValueError`` for an unknown check.
+        """
+        if check not in ("kbstudy", "kernelbench"):
+            raise ValueError(f"unknown check {check!r}")
+        mismatches = []
+        for entry, call, outputs in checked:
+            _, expected, expected64 = self.trial(("timing", int(entry)))
+            if check == "kbstudy":
+                result = verify.kbstudy_trial(expected, expected64, outputs, self.precision, "nan")
+                detail = None if result.passed else f"{result.failure}: {result.detail}"
+            else:
+                result = verify.kernelbench_trial(expected, outputs, self.precision)
+                detail = None if result.passed else f"kernelbench: {result.note}"
+            if detail is not None:
+                mismatches.append({"entry": int(entry), "call": int(call), "detail": detail})
+        return {"ok": not mismatches, "checked": len(checked), "mismatches": mismatches[:10]}
+
     def describe(self) -> dict:
         """What the orchestrator records about the reference: first output's shape and dtype, bytes of all outputs,
-        the dtype the kbstudy verdict compares against, TF32 flags, and :meth:`degeneracy`'s fields."""
+        the dtype the kbstudy verdict compares against, TF32 flags, :meth:`degeneracy`'s fields, and ``variants``
+        (:meth:`variant_applicability`: ``{extra trial index: None | reason it does not apply}``)."""
         import torch
 
         _, expected, _ = self.trial(0)
         first = expected[0] if expected else None
+        applicability = self.variant_applicability()
         return {
+            "variants": applicability,
             "output_shape": list(first.shape) if isinstance(first, torch.Tensor) else None,
             "output_dtype": str(first.dtype).replace("torch.", "") if isinstance(first, torch.Tensor) else None,
             "output_bytes": sum(x.numel() * x.element_size() for x in expected if isinstance(x, torch.Tensor)),
@@ -325,8 +429,12 @@ def serve(conn, job: dict) -> None:
                 conn.send({"init_inputs": session.init_inputs})
             elif op == "inputs":
                 try:
-                    inputs, _, _ = session.trial(request["trial"])
-                    packet = execution.pack_shared(inputs)
+                    if request["trial"] == "timing_pool":
+                        pool, seeds = session.timing_pool()
+                        packet = execution.pack_shared({"pool": pool, "seeds": seeds})
+                    else:
+                        inputs, _, _ = session.trial(request["trial"])
+                        packet = execution.pack_shared(inputs)
                 except BaseException as exc:  # noqa: BLE001
                     packet = execution.pack_error({"error": execution.error_text(exc),
                                                    "category": execution.classify_exception(exc, "run")})
@@ -334,8 +442,14 @@ def serve(conn, job: dict) -> None:
             elif op == "verify":
                 outputs = execution.unshare(conn.recv_bytes())
                 result = session.verify(request["trial"], outputs.get("outputs", []), request.get("sentinel", "nan"),
-                                        outputs.get("forms"), outputs.get("integrity"))
+                                        outputs.get("forms"), outputs.get("integrity"),
+                                        kernelbench=request.get("kernelbench", True))
                 del outputs
+                conn.send(result)
+            elif op == "verify_timing":
+                payload = execution.unshare(conn.recv_bytes())
+                result = session.verify_timing(payload.get("checked", []), request["check"])
+                del payload
                 conn.send(result)
             elif op == "time":
                 conn.send(session.time(request.get("eager", True), request.get("compile", False),

@@ -11,6 +11,17 @@ LLMs Write Efficient GPU Kernels?", section 3), made explicit here:
   candidate failed to compile, crashed or was wrong counts in n and never in the numerator. fast_0 is therefore the
   fraction correct *and timed* (a correct kernel whose timing is missing is not counted). A problem the
   configuration has no record for is not in n unless ``n_problems`` says how many the set holds.
+* **verified speedup** (kbstudy's addition, KernelBench issue #166: a strict ``>`` on one mean makes fast_1 count
+  noise around 1): for p >= 1, a kernel counts in fast_p only if its speedup is also *statistically
+  distinguishable from 1*: the record's ``speedup_significant`` (eager) or ``speedup_vs_compile_significant``
+  (``torch.compile``) is true, i.e. the 95% percentile-bootstrap interval of the ratio of medians excludes 1
+  (Efron & Tibshirani 1993; ``kbstudy.timing.speedup_interval``) and the event timing agreed with the host-synchronised
+  time. The threshold p itself is compared with the point estimate, as in KernelBench. For p < 1 the rule does not
+  apply (fast_0 stays "correct and timed"). ``n_verified_faster`` counts the correct kernels with a verified
+  speedup > 1. Records of schema version 1 predate the rule (no samples, no interval): they are counted by the point
+  estimate alone, as KernelBench counts them, and ``n_speedup_untested`` says how many correct, timed kernels were
+  counted that way; in a version-2 record a missing test (``null``: too few samples) counts as not verified.
+  ``significance=False`` gives KernelBench's plain definition for every record.
 * **compiled %, KernelBench-correct %, kbstudy-correct %** = 100 * #(compiled / verdict true) / n, same n.
   KernelBench's verdict is ``torch.allclose`` at the precision's tolerance on 5 fixed-seed trials; kbstudy's verdict
   is the scale-invariant check of ``kbstudy.verify`` (relative L2 error against float64, plus coverage).
@@ -45,6 +56,10 @@ FAST_P_THRESHOLDS: tuple[float, ...] = (0.0, 1.0, 1.2, 1.5, 2.0)
 NOT_ATTEMPTED = ("skipped", "reference_error")
 CORRECTNESS = {"kbstudy": "kbstudy_correct", "kernelbench": "kernelbench_correct"}
 BASELINES = {"eager": "speedup_vs_eager", "compile": "speedup_vs_compile"}
+#: The record field that says whether each baseline's speedup is distinguishable from 1 (``kbstudy.evaluate``).
+SIGNIFICANCE = {"eager": "speedup_significant", "compile": "speedup_vs_compile_significant"}
+#: The first record schema version whose speedups carry the significance test (``kbstudy.records.SCHEMA_VERSION``).
+SIGNIFICANCE_SCHEMA = 2
 #: The columns that identify one attempt within a group.
 ATTEMPT_KEYS = ("problem_version", "level", "problem_id", "sample_id")
 REQUIRED_COLUMNS = ("model_config", "level", "problem_id", "sample_id", "outcome", "compiled", "kernelbench_correct",
@@ -72,9 +87,12 @@ def _by_list(by: str | Sequence[str]) -> list[str]:
 
 
 def attempts(frame: pd.DataFrame, *, by: str | Sequence[str] = "model_config", correctness: str = "kbstudy",
-             baseline: str = "eager") -> pd.DataFrame:
-    """The attempted records with three derived columns: ``correct`` (bool, the chosen verdict), ``speedup`` (the
-    chosen baseline's ratio, NaN unless correct with a finite positive speedup) and ``attempted`` (bool).
+             baseline: str = "eager", significance: bool = True) -> pd.DataFrame:
+    """The attempted records with derived columns: ``correct`` (bool, the chosen verdict), ``speedup`` (the
+    chosen baseline's ratio, NaN unless correct with a finite positive speedup), ``attempted`` (bool),
+    ``significance_tested`` (bool: the record carries the significance test, schema >= ``SIGNIFICANCE_SCHEMA``) and
+    ``verified`` (bool: a speedup is present and counts as verified under the module docstring's rule; with
+    ``significance=False`` every present speedup does).
 
     Raises ``ValueError`` for an unknown ``correctness`` or ``baseline``, missing columns, or an attempt (problem,
     sample) that appears twice within one group of ``by`` (records of several runs or hardware merged: add ``run``
@@ -100,6 +118,13 @@ def attempts(frame: pd.DataFrame, *, by: str | Sequence[str] = "model_config", c
     speed = pd.to_numeric(out[BASELINES[baseline]], errors="coerce").astype(float)
     valid = out["correct"] & np.isfinite(speed) & (speed > 0)
     out["speedup"] = speed.where(valid)
+    version = pd.to_numeric(out["schema_version"], errors="coerce") if "schema_version" in out.columns else \
+        pd.Series(float("nan"), index=out.index)
+    out["significance_tested"] = (version >= SIGNIFICANCE_SCHEMA).fillna(False).astype(bool)
+    column = SIGNIFICANCE[baseline]
+    significant = _as_bool(out[column]) if column in out.columns else pd.Series(False, index=out.index)
+    passes = significant | ~out["significance_tested"] if significance else pd.Series(True, index=out.index)
+    out["verified"] = valid & passes.astype(bool)
     return out
 
 
@@ -113,8 +138,11 @@ def geometric_mean(values: Iterable[float]) -> float:
     return float(np.exp(np.mean(np.log(arr))))
 
 
-def fast_p(correct: Sequence[bool], speedup: Sequence[float], p: float, n: int | None = None) -> float:
-    """fast_p = #(correct and speedup > p) / n (KernelBench ``score.fastp``; strict ``>``).
+def fast_p(correct: Sequence[bool], speedup: Sequence[float], p: float, n: int | None = None,
+           verified: Sequence[bool] | None = None) -> float:
+    """fast_p = #(correct and speedup > p) / n (KernelBench ``score.fastp``; strict ``>``), and for p >= 1, when
+    ``verified`` is given, only kernels whose speedup is verified (statistically distinguishable from 1, see the
+    module docstring) count.
 
     ``n`` defaults to ``len(correct)``, every attempt. NaN speedups never count. Raises ``ValueError`` if the inputs
     differ in length or ``n`` is smaller than the number of attempts; returns NaN for n = 0.
@@ -123,6 +151,10 @@ def fast_p(correct: Sequence[bool], speedup: Sequence[float], p: float, n: int |
     speedup = np.asarray(speedup, dtype=float)
     if correct.shape != speedup.shape:
         raise ValueError("correct and speedup must have the same length")
+    if verified is not None:
+        verified = np.asarray(verified, dtype=bool)
+        if verified.shape != correct.shape:
+            raise ValueError("verified must have the same length as correct")
     n = len(correct) if n is None else int(n)
     if n < len(correct):
         raise ValueError(f"n = {n} is smaller than the number of attempts ({len(correct)})")
@@ -130,6 +162,8 @@ def fast_p(correct: Sequence[bool], speedup: Sequence[float], p: float, n: int |
         return float("nan")
     with np.errstate(invalid="ignore"):
         hits = correct & np.isfinite(speedup) & (speedup > p)
+    if verified is not None and p >= 1:
+        hits = hits & verified
     return float(hits.sum()) / n
 
 
@@ -178,7 +212,7 @@ def pass_at_k_table(frame: pd.DataFrame, ks: Sequence[int] = (1,), *, by: str | 
 
 def summarize(frame: pd.DataFrame, by: str | Sequence[str] = "model_config", correctness: str = "kbstudy",
               baseline: str = "eager", thresholds: Sequence[float] = FAST_P_THRESHOLDS,
-              n_problems: int | None = None) -> pd.DataFrame:
+              n_problems: int | None = None, significance: bool = True) -> pd.DataFrame:
     """One row per group of ``by`` (default: per model configuration) with the study's headline metrics.
 
     Args:
@@ -190,17 +224,21 @@ def summarize(frame: pd.DataFrame, by: str | Sequence[str] = "model_config", cor
         thresholds: the p of fast_p.
         n_problems: if given, n for every group (the size of the problem set: a problem with no record counts as a
             failure); else n = the group's attempts. Raises ``ValueError`` if a group has more attempts than this.
+        significance: apply the verified-speedup rule to fast_p for p >= 1 (module docstring); ``False``:
+            KernelBench's plain definition.
 
     Returns columns: ``by``..., ``n`` (attempts, the denominator), ``n_records``, ``n_skipped``,
     ``n_reference_error``, ``compiled_pct``, ``kernelbench_correct_pct``, ``kbstudy_correct_pct``, ``correct_pct``
     (the chosen verdict; percentages in 0-100), ``n_correct``, ``n_timed`` (correct with a speedup),
-    ``fast_{p}`` (fractions in 0-1), ``speedup_median``, ``speedup_geomean`` (over correct kernels, NaN if none),
-    ``correctness``, ``baseline``. Rates are NaN for a group with n = 0 (every record skipped).
+    ``n_faster`` (correct with a speedup > 1), ``n_verified_faster`` (of those, verified), ``n_speedup_untested``
+    (correct, timed kernels of schema-1 records, counted without the test), ``fast_{p}`` (fractions in 0-1),
+    ``speedup_median``, ``speedup_geomean`` (over correct kernels, NaN if none), ``correctness``, ``baseline``. Rates
+    are NaN for a group with n = 0 (every record skipped).
 
     Raises ``ValueError`` as :func:`attempts`.
     """
     by = _by_list(by)
-    att = attempts(frame, by=by, correctness=correctness, baseline=baseline)
+    att = attempts(frame, by=by, correctness=correctness, baseline=baseline, significance=significance)
     att["kb_ok"] = _as_bool(att["kernelbench_correct"]) & att["attempted"]
     att["kbs_ok"] = _as_bool(att["kbstudy_correct"]) & att["attempted"]
     rows = []
@@ -226,36 +264,44 @@ def summarize(frame: pd.DataFrame, by: str | Sequence[str] = "model_config", cor
             correct_pct=pct(int(tried["correct"].sum())),
             n_correct=int(tried["correct"].sum()),
             n_timed=len(speed),
+            n_faster=int((speed > 1).sum()),
+            n_verified_faster=int(((tried["speedup"] > 1) & tried["verified"]).sum()),
+            n_speedup_untested=int((tried["speedup"].notna() & ~tried["significance_tested"]).sum()),
         )
         for p in thresholds:
-            row[fast_p_column(p)] = fast_p(tried["correct"], tried["speedup"], p, n=n) if n else float("nan")
+            row[fast_p_column(p)] = (fast_p(tried["correct"], tried["speedup"], p, n=n, verified=tried["verified"])
+                                     if n else float("nan"))
         row["speedup_median"] = float(speed.median()) if len(speed) else float("nan")
         row["speedup_geomean"] = geometric_mean(speed)
         row["correctness"] = correctness
         row["baseline"] = baseline
         rows.append(row)
     columns = [*by, "n", "n_records", "n_skipped", "n_reference_error", "compiled_pct", "kernelbench_correct_pct",
-               "kbstudy_correct_pct", "correct_pct", "n_correct", "n_timed", *[fast_p_column(p) for p in thresholds],
+               "kbstudy_correct_pct", "correct_pct", "n_correct", "n_timed", "n_faster", "n_verified_faster",
+               "n_speedup_untested", *[fast_p_column(p) for p in thresholds],
                "speedup_median", "speedup_geomean", "correctness", "baseline"]
     return pd.DataFrame(rows, columns=columns)
 
 
 def fast_p_curve(frame: pd.DataFrame, ps: Sequence[float] | None = None, *, by: str | Sequence[str] = "model_config",
-                 correctness: str = "kbstudy", baseline: str = "eager", n_problems: int | None = None) -> pd.DataFrame:
+                 correctness: str = "kbstudy", baseline: str = "eager", n_problems: int | None = None,
+                 significance: bool = True) -> pd.DataFrame:
     """fast_p as a function of p (long format: ``by``..., ``p``, ``fast_p``), for the fast_p-versus-p figure.
 
-    ``ps`` defaults to 0 to 3 in steps of 0.05. Same n as :func:`summarize` (``n_problems`` likewise).
+    ``ps`` defaults to 0 to 3 in steps of 0.05. Same n and the same verified-speedup rule as :func:`summarize`
+    (``n_problems`` and ``significance`` likewise).
     """
     by = _by_list(by)
     ps = list(np.round(np.arange(0.0, 3.0001, 0.05), 2)) if ps is None else list(ps)
-    att = attempts(frame, by=by, correctness=correctness, baseline=baseline)
+    att = attempts(frame, by=by, correctness=correctness, baseline=baseline, significance=significance)
     rows = []
     for keys, group in att.groupby(by, dropna=False, sort=True):
         keys = keys if isinstance(keys, tuple) else (keys,)
         tried = group[group["attempted"]]
         for p in ps:
             n = len(tried) if n_problems is None else int(n_problems)
-            value = fast_p(tried["correct"], tried["speedup"], p, n=n) if n else float("nan")
+            value = (fast_p(tried["correct"], tried["speedup"], p, n=n, verified=tried["verified"])
+                     if n else float("nan"))
             rows.append({**dict(zip(by, keys)), "p": float(p), "fast_p": value})
     return pd.DataFrame(rows, columns=[*by, "p", "fast_p"])
 

@@ -13,6 +13,35 @@ CPU method: the same loop with ``time.perf_counter_ns`` around the call; no cach
 Statistics: median with its distribution-free 95% confidence interval (order statistics of the binomial(n, 1/2)
 distribution, e.g. Conover, *Practical Nonparametric Statistics*, 3rd ed., §3.2), first and third quartiles, mean,
 standard deviation, min and max, all in milliseconds.
+
+**Fresh inputs for every timed call** (:func:`time_pool`; anti-caching, ``harness-anchors.md`` section 2, rows 5 and
+13). KernelBench times every call on one input set and never looks at the timed outputs, so a candidate that caches
+its answer (keyed on ``data_ptr``, ``id``, the shape or a call counter) is timed at the cost of a dictionary lookup.
+Here the caller supplies a *pool* of distinct input sets (different seeds, see :func:`pool_size` for its memory cap);
+before every call -- warm-up and timed alike, so the timed phase cannot be told from the warm-up -- the next set's
+values are copied into one set of private input buffers (outside the timed region) and the RNG is seeded with that
+set's seed (so stochastic problems stay checkable). The buffers keep their pointers while their values change, so a
+result cached by pointer, object or call count comes back stale. The outputs of the first and the last timed call of
+each pool entry are kept (cloned after the timed region) for the caller to check against the reference's answer for
+that entry's inputs. The same pool and the same loop time the reference baselines (``kbstudy.reference``), so both
+sides pay the same per-call preparation (none of it timed). What this cannot catch: a cache keyed on the input
+*values* (a hash of all inputs costs a full read of them, which a timed call then pays) or on a sample of them.
+
+**Host-synchronised cross-check** (GPU only; :func:`timing_discrepancy`). CUDA events recorded on the current stream
+do not see work a candidate leaves running on another stream when the call returns (``harness-anchors.md`` row 6:
+KernelBench's ``non_default_stream_kernel``, helion PR #2994). After the event-timed calls, ``HOST_BLOCKS`` blocks of
+back-to-back calls on the last input set are timed with ``time.perf_counter`` between two
+``torch.cuda.synchronize()`` (which waits for every stream); the per-call time of the fastest block is compared with
+the event median.
+
+**Significance of a speedup** (:func:`speedup_interval`): a two-sample percentile bootstrap of the ratio of medians
+(Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13 (percentile intervals) and ch. 8 (two-sample
+problems)): each sample set is resampled with replacement, independently, ``SPEEDUP_BOOTSTRAP_RESAMPLES`` times;
+the 95% interval of baseline median / candidate median is the 2.5th to 97.5th percentile of the resampled ratios.
+A speedup is *statistically distinguishable from 1* when that interval excludes 1. numpy only (the GPU image has no
+scipy); the generator is seeded, so a record's interval is reproducible from its samples. The interval covers the
+sampling noise within the two timing runs, not drift between them (they run at different times, in different
+processes).
 """
 
 from __future__ import annotations
@@ -25,6 +54,39 @@ from typing import Callable
 
 #: KernelBench's L2 flush size (``clear_l2_cache`` fills a 256 MiB int64 tensor); we use max(this, 2 x L2 size).
 MIN_FLUSH_BYTES = 256 * 1024 * 1024
+
+#: Timing pool: distinct input sets cycled through the timed calls. The pool's inputs may take at most
+#: ``TIMING_POOL_BYTES`` (1 GiB: the largest level-1 input set at full size is a few GiB, so such problems get the
+#: minimum), but there are always at least ``TIMING_POOL_MIN_SETS`` (2: the fewest that make a stale answer visible)
+#: and at most ``TIMING_POOL_MAX_SETS`` (4: each set's outputs are checked twice, and its reference answer computed
+#: once, so more sets cost verification time without catching more). See :func:`pool_size`.
+TIMING_POOL_BYTES = 1 << 30
+TIMING_POOL_MIN_SETS = 2
+TIMING_POOL_MAX_SETS = 4
+#: Bytes of timed outputs kept for checking (clones). Past this, only the last timed call of each entry is kept.
+CHECK_OUTPUT_BYTES = 2 << 30
+
+#: Host-synchronised cross-check (GPU): blocks of back-to-back calls, each ``HOST_BLOCK_CALLS`` long at most.
+HOST_BLOCKS = 3
+HOST_BLOCK_CALLS = 10
+#: ``timing_discrepancy`` threshold: host per-call time > RATIO x event median + ABS_MS. Why these values: for an
+#: honest call the host time of a block can only be *lower* than the event median (calls pipeline, nothing flushes
+#: L2 between them, and everything the call does on the host already lies inside its event window, since the GPU
+#: waits for it), so its ratio sits at or below ~1.1 (clock and thermal jitter). ``ABS_MS`` = 20 us covers what the
+#: host time has and the events lack: the one synchronisation per block (~10 us, amortised over the block) and the
+#: Python loop and ``perf_counter`` calls, which matter only when the event median is a few microseconds. Work left on
+#: another stream is paid in the host time alone, so the ratio is (visible + hidden) / visible: the check flags hidden
+#: work of more than half the measured time (a speedup inflated by more than 1.5x), and any hidden work above 20 us
+#: when the visible part is nearly nothing.
+DISCREPANCY_RATIO = 1.5
+DISCREPANCY_ABS_MS = 0.02
+
+#: Significance of a speedup (:func:`speedup_interval`): confidence, resamples, generator seed, and the fewest timed
+#: calls per side for the test to be made (below it the percentile interval of a median is meaningless).
+SPEEDUP_CONFIDENCE = 0.95
+SPEEDUP_BOOTSTRAP_RESAMPLES = 2000
+SPEEDUP_BOOTSTRAP_SEED = 0
+SPEEDUP_MIN_SAMPLES = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,13 +176,145 @@ def time_callable(fn: Callable[[], object], *, device: str, warmup_ms: float = 2
         budget_ms, min_reps, max_reps: the timed calls to aim for (work budget) and their bounds.
         clear_l2: on a GPU, write a 2 x L2 buffer before each timed call.
 
-    Raises whatever ``fn`` raises (the caller classifies it).
+    Every call gets the same inputs: for candidates and baselines use :func:`time_pool`. Raises whatever ``fn``
+    raises (the caller classifies it).
     """
-    if device.startswith("cuda"):
-        return _time_cuda(fn, device=device, warmup_ms=warmup_ms, min_warmup=min_warmup, budget_ms=budget_ms,
-                          min_reps=min_reps, max_reps=max_reps, clear_l2=clear_l2)
-    return _time_cpu(fn, warmup_ms=warmup_ms, min_warmup=min_warmup, budget_ms=budget_ms, min_reps=min_reps,
-                     max_reps=max_reps)
+    return _loop(lambda: fn(), device=device, warmup_ms=warmup_ms, min_warmup=min_warmup, budget_ms=budget_ms,
+                 min_reps=min_reps, max_reps=max_reps, clear_l2=clear_l2)
+
+
+def pool_size(set_bytes: int, cap_bytes: int = TIMING_POOL_BYTES, min_sets: int = TIMING_POOL_MIN_SETS,
+              max_sets: int = TIMING_POOL_MAX_SETS) -> int:
+    """How many distinct input sets the timing pool holds: ``cap_bytes // set_bytes`` clamped to
+    [``min_sets``, ``max_sets``] (``max_sets`` for inputs of no bytes, e.g. scalars only).
+
+    ``set_bytes``: bytes of one input set's tensors. The minimum wins over the cap, so a problem whose input set
+    alone exceeds the cap still gets two sets (memory: two input sets in the reference process, whose tensors the
+    worker reads through shared handles, plus one set of private buffers in each timing process).
+    """
+    if min_sets < 1 or max_sets < min_sets:
+        raise ValueError("need 1 <= min_sets <= max_sets")
+    if set_bytes <= 0:
+        return max_sets
+    return int(max(min_sets, min(max_sets, cap_bytes // set_bytes)))
+
+
+@dataclasses.dataclass
+class PoolTiming:
+    """What :func:`time_pool` measured.
+
+    ``samples``: per timed call, ms. ``pool_size``: input sets cycled. ``host_ms``: per-call time of the fastest
+    host-synchronised block, ms (GPU with ``host_check``; else ``None``), over ``host_calls`` calls in all.
+    ``checked``: ``(entry, timed call index, outputs)`` for the first and last timed call of each entry (outputs as a
+    flat list, tensors cloned after the timed region; empty unless ``keep_outputs``). ``inputs``: the input buffers
+    as the last call saw them (for a later profiled call).
+    """
+
+    samples: list[float]
+    pool_size: int
+    host_ms: float | None = None
+    host_calls: int = 0
+    checked: list = dataclasses.field(default_factory=list)
+    inputs: list | None = None
+
+
+def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds: list[int] | None = None,
+              keep_outputs: bool = False, host_check: bool = False, warmup_ms: float = 25.0, min_warmup: int = 3,
+              budget_ms: float = 1000.0, min_reps: int = 10, max_reps: int = 100,
+              clear_l2: bool = True) -> PoolTiming:
+    """Time ``fn(*inputs)`` with the inputs of call g taken from ``pool[g % len(pool)]`` (module docstring).
+
+    Args:
+        fn: the model call; it gets the private input buffers as positional arguments.
+        pool: input sets (lists of tensors and other values), all on ``device`` where they are tensors; they are only
+            read (copied into the buffers), never passed to ``fn``. Tensors at one position should agree in shape and
+            dtype across sets (if not, that position gets a fresh clone per call instead of a copy).
+        device: as :func:`time_callable`.
+        seeds: one per pool entry: ``kbstudy.execution.set_seed(seeds[e])`` before each call on entry ``e`` (outside
+            the timed region), so a stochastic model's outputs are reproducible; ``None``: no seeding.
+        keep_outputs: keep clones of the outputs of the first and last timed call of each entry (while their bytes
+            stay under :data:`CHECK_OUTPUT_BYTES`; past it only the last calls are kept).
+        host_check: on a GPU, also time :data:`HOST_BLOCKS` blocks of back-to-back calls on the last input set with a
+            device-wide synchronisation around each block (ignored on a CPU, where every call is synchronous).
+        warmup_ms, min_warmup, budget_ms, min_reps, max_reps, clear_l2: as :func:`time_callable`.
+
+    Returns a :class:`PoolTiming`. Raises ``ValueError`` for an empty pool or a seed list of the wrong length;
+    otherwise whatever ``fn`` raises.
+    """
+    import torch
+
+    from kbstudy import execution
+
+    if not pool:
+        raise ValueError("the timing pool is empty")
+    if seeds is not None and len(seeds) != len(pool):
+        raise ValueError(f"{len(seeds)} seeds for {len(pool)} pool entries")
+    n = len(pool)
+    buffers = [x.clone() if isinstance(x, torch.Tensor) else x for x in pool[0]]
+
+    def prepare(g: int) -> list:
+        entry = g % n
+        for k, src in enumerate(pool[entry]):
+            buf = buffers[k]
+            if isinstance(src, torch.Tensor):
+                if (isinstance(buf, torch.Tensor) and buf.shape == src.shape and buf.dtype == src.dtype
+                        and buf.device == src.device):
+                    buf.copy_(src)
+                else:
+                    buffers[k] = src.clone()
+            else:
+                buffers[k] = src
+        if seeds is not None:
+            execution.set_seed(int(seeds[entry]))
+        return buffers
+
+    keep: dict[int, tuple[int, bool]] = {}  # timed call index -> (entry, is a last call)
+    checked: list = []
+    kept_bytes = [0]
+
+    def plan(first_g: int, reps: int) -> None:
+        if not keep_outputs:
+            return
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        for j in range(reps):
+            entry = (first_g + j) % n
+            first.setdefault(entry, j)
+            last[entry] = j
+        for entry, j in first.items():
+            keep[j] = (entry, False)
+        for entry, j in last.items():
+            keep[j] = (entry, True)
+
+    def observe(j: int, out) -> None:
+        if j not in keep:
+            return
+        entry, is_last = keep[j]
+        outputs = execution.flatten_outputs(out)
+        nbytes = sum(o.numel() * o.element_size() for o in outputs if isinstance(o, torch.Tensor))
+        if not is_last and kept_bytes[0] + nbytes > CHECK_OUTPUT_BYTES:
+            return
+        kept_bytes[0] += nbytes
+        checked.append((entry, j, [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outputs]))
+
+    samples = _loop(fn, device=device, prepare=prepare, plan=plan, observe=observe, warmup_ms=warmup_ms,
+                    min_warmup=min_warmup, budget_ms=budget_ms, min_reps=min_reps, max_reps=max_reps,
+                    clear_l2=clear_l2)
+    result = PoolTiming(samples=samples, pool_size=n, checked=checked, inputs=buffers)
+    if host_check and device.startswith("cuda"):
+        # blocks of back-to-back calls on the last input set (no copies, no flush in between: only faster for honest
+        # code), each between two device-wide synchronisations; the fastest block's per-call time
+        calls = max(2, min(HOST_BLOCK_CALLS, len(samples) // HOST_BLOCKS))
+        best = math.inf
+        for _ in range(HOST_BLOCKS):
+            torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn(*buffers)
+            torch.cuda.synchronize(device)
+            best = min(best, (time.perf_counter() - t0) * 1e3 / calls)
+        result.host_ms, result.host_calls = best, calls * HOST_BLOCKS
+    return result
 
 
 def _reps_for(per_call_ms: float, budget_ms: float, min_reps: int, max_reps: int) -> int:
@@ -129,52 +323,133 @@ def _reps_for(per_call_ms: float, budget_ms: float, min_reps: int, max_reps: int
     return int(min(max_reps, max(min_reps, budget_ms // per_call_ms)))
 
 
-def _time_cpu(fn, *, warmup_ms, min_warmup, budget_ms, min_reps, max_reps) -> list[float]:
-    start = time.perf_counter_ns()
-    calls, last = 0, 0.0
-    while calls < min_warmup or (time.perf_counter_ns() - start) / 1e6 < warmup_ms:
-        t0 = time.perf_counter_ns()
-        fn()
-        last = (time.perf_counter_ns() - t0) / 1e6
-        calls += 1
-    per_call = last  # the first calls include one-time work
-    samples = []
-    for _ in range(_reps_for(per_call, budget_ms, min_reps, max_reps)):
-        t0 = time.perf_counter_ns()
-        fn()
-        samples.append((time.perf_counter_ns() - t0) / 1e6)
-    return samples
+def _loop(fn, *, device, prepare=None, plan=None, observe=None, warmup_ms, min_warmup, budget_ms, min_reps,
+          max_reps, clear_l2=True) -> list[float]:
+    """The timing loop of :func:`time_callable` and :func:`time_pool`: warm-up calls, then the timed calls.
 
+    ``prepare(g)`` (untimed) returns the positional arguments of global call ``g`` (warm-up calls count);
+    ``plan(g0, reps)`` learns the global index of the first timed call and how many follow; ``observe(j, out)``
+    sees the output of timed call ``j`` after its clock stopped. CUDA: events on the current stream around the call,
+    a device synchronisation before and after, the L2 flush before each timed call. CPU: ``perf_counter_ns``.
+    """
+    cuda = device.startswith("cuda")
+    if cuda:
+        import torch
 
-def _time_cuda(fn, *, device, warmup_ms, min_warmup, budget_ms, min_reps, max_reps, clear_l2) -> list[float]:
-    import torch
-
-    flush = _flush_buffer(device) if clear_l2 else None
-    stream = torch.cuda.current_stream(device)
-    torch.cuda.synchronize(device)
+        flush = _flush_buffer(device) if clear_l2 else None
+        stream = torch.cuda.current_stream(device)
+        torch.cuda.synchronize(device)
+        start_evt, end_evt = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    g = 0
     # warm-up, measured coarsely to size the timed loop
-    start_evt, end_evt = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     calls, spent, last = 0, 0.0, 0.0
     while calls < min_warmup or spent < warmup_ms:
-        start_evt.record(stream)
-        fn()
-        end_evt.record(stream)
-        torch.cuda.synchronize(device)
-        last = start_evt.elapsed_time(end_evt)
+        args = prepare(g) if prepare is not None else ()
+        if cuda:
+            start_evt.record(stream)
+            out = fn(*args)
+            end_evt.record(stream)
+            torch.cuda.synchronize(device)
+            last = start_evt.elapsed_time(end_evt)
+        else:
+            t0 = time.perf_counter_ns()
+            out = fn(*args)
+            last = (time.perf_counter_ns() - t0) / 1e6
+        del out
         spent += last
         calls += 1
+        g += 1
     # size the loop from the last warm-up call: the first ones include one-time work (torch.compile, autotuning)
     reps = _reps_for(last, budget_ms, min_reps, max_reps)
+    if plan is not None:
+        plan(g, reps)
     samples = []
-    for _ in range(reps):
-        if flush is not None:
-            flush.zero_()
-        torch.cuda.synchronize(device)
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(stream)
-        fn()
-        e.record(stream)
-        torch.cuda.synchronize(device)
-        samples.append(s.elapsed_time(e))
-    del flush
+    for j in range(reps):
+        args = prepare(g) if prepare is not None else ()
+        if cuda:
+            if flush is not None:
+                flush.zero_()
+            torch.cuda.synchronize(device)
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record(stream)
+            out = fn(*args)
+            e.record(stream)
+            torch.cuda.synchronize(device)
+            samples.append(s.elapsed_time(e))
+        else:
+            t0 = time.perf_counter_ns()
+            out = fn(*args)
+            samples.append((time.perf_counter_ns() - t0) / 1e6)
+        if observe is not None:
+            observe(j, out)
+        del out
+        g += 1
+    if cuda:
+        del flush
     return samples
+
+
+# ------------------------------------------------------------------------------------------------ decisions
+
+
+def timing_discrepancy(event_median_ms: float | None, host_ms: float | None, *, ratio: float = DISCREPANCY_RATIO,
+                       abs_ms: float = DISCREPANCY_ABS_MS) -> bool | None:
+    """Is the event timing implausibly fast next to the host-synchronised time (work hidden on another stream)?
+
+    ``True`` iff ``host_ms > ratio * event_median_ms + abs_ms`` (both per call, ms; thresholds and their reasons at
+    :data:`DISCREPANCY_RATIO`). ``None`` when either time is missing or not finite (e.g. on a CPU, where the check
+    does not apply). Raises ``ValueError`` for a negative time.
+    """
+    if event_median_ms is None or host_ms is None:
+        return None
+    if not (math.isfinite(event_median_ms) and math.isfinite(host_ms)):
+        return None
+    if event_median_ms < 0 or host_ms < 0:
+        raise ValueError("times must be non-negative")
+    return bool(host_ms > ratio * event_median_ms + abs_ms)
+
+
+def speedup_interval(baseline_ms, candidate_ms, *, confidence: float = SPEEDUP_CONFIDENCE,
+                     resamples: int = SPEEDUP_BOOTSTRAP_RESAMPLES, seed: int = SPEEDUP_BOOTSTRAP_SEED,
+                     min_samples: int = SPEEDUP_MIN_SAMPLES) -> tuple[float, float] | None:
+    """Percentile-bootstrap interval of the speedup median(baseline) / median(candidate) (module docstring).
+
+    Args:
+        baseline_ms, candidate_ms: per-call times (ms) of the baseline and the candidate; non-finite or non-positive
+            values are dropped.
+        confidence: two-sided coverage of the interval (0.95).
+        resamples: bootstrap resamples per side.
+        seed: seed of numpy's generator (the interval is a function of the samples).
+        min_samples: fewest samples per side; fewer gives ``None``.
+    Returns ``(low, high)`` (dimensionless) or ``None`` when either side has too few samples. Raises ``ValueError``
+    for a confidence outside (0, 1) or fewer than 100 resamples.
+    """
+    import numpy as np
+
+    if not 0 < confidence < 1:
+        raise ValueError("confidence must be in (0, 1)")
+    if resamples < 100:
+        raise ValueError("need at least 100 resamples")
+    b = np.asarray([x for x in (baseline_ms or []) if x is not None], dtype=float)
+    c = np.asarray([x for x in (candidate_ms or []) if x is not None], dtype=float)
+    b = b[np.isfinite(b) & (b > 0)]
+    c = c[np.isfinite(c) & (c > 0)]
+    if len(b) < min_samples or len(c) < min_samples:
+        return None
+    rng = np.random.default_rng(seed)
+    b_med = np.median(b[rng.integers(0, len(b), size=(resamples, len(b)))], axis=1)
+    c_med = np.median(c[rng.integers(0, len(c), size=(resamples, len(c)))], axis=1)
+    alpha = 1.0 - confidence
+    low, high = np.quantile(b_med / c_med, [alpha / 2, 1 - alpha / 2])
+    return float(low), float(high)
+
+
+def speedup_significant(interval: tuple[float, float] | None, speedup: float | None = None) -> bool | None:
+    """The speedup is statistically distinguishable from 1: its interval (:func:`speedup_interval`) excludes 1, on the
+    side of the point estimate ``speedup`` if one is given. ``None`` when there is no interval."""
+    if interval is None:
+        return None
+    low, high = interval
+    if speedup is not None and math.isfinite(speedup):
+        return bool(low > 1.0) if speedup > 1.0 else bool(high < 1.0)
+    return bool(low > 1.0 or high < 1.0)

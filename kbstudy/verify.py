@@ -33,9 +33,26 @@ an output whose magnitude is below ``atol`` everywhere (e.g. all zeros against a
    count, and the identities of torch functions a reference or the harness calls), and did not return a stale result
    on the storage-reuse trial (``stale_output``, below).
 
-A candidate is kbstudy-correct when every output of every trial passes all four. The first failing check is kept as
-``kbstudy_failure`` (``not_a_dense_tensor``, ``output_count``, ``shape``, ``dtype``, ``coverage``, ``nonfinite``,
-``rel_l2``, ``mismatch``, ``inputs_mutated``, ``global_state``, ``stale_output``).
+5. *input variety* (``kbstudy.variants``): besides KernelBench's fixed-seed trials, kbstudy's verdict runs extra
+   trials on fresh seeds drawn for the run and on other input distributions (``signed``, ``large``) where the
+   problem's own reference stays accurate on them; each extra trial is judged by checks 1-4 like the others. A
+   candidate right on KernelBench's trials but wrong on an extra one has ``correct_default_only`` true and
+   ``kbstudy_failure`` ``variant_<name>`` (``variant_fresh_seeds``, ``variant_signed``, ``variant_large``), or the
+   integrity failure the extra trial found;
+6. *timed outputs* (``kbstudy.timing.time_pool``): the outputs of the first and last timed call of each timing-pool
+   entry must pass, against the reference's answer for that entry's inputs, the check the candidate's verdict rests
+   on: kbstudy's (checks 1-3, NaN sentinel) for a kbstudy-correct candidate, else KernelBench's ``allclose``
+   (``kbstudy.reference.ReferenceSession.verify_timing``); otherwise ``timing_output_mismatch`` (a result cached by
+   pointer or call count). KernelBench's verdict is never changed by it, but the candidate's speedups are withdrawn
+   (``kbstudy.evaluate``).
+
+A candidate is kbstudy-correct when every output of every trial passes checks 1-4 and checks 5-6 hold. The first
+failing check is kept as ``kbstudy_failure`` (``not_a_dense_tensor``, ``output_count``, ``shape``, ``dtype``,
+``coverage``, ``nonfinite``, ``rel_l2``, ``mismatch``, ``inputs_mutated``, ``global_state``, ``stale_output``,
+``variant_<name>``, ``timing_output_mismatch``). KernelBench's fixed-seed trials come first, so a failure there is
+the one reported. The record's metrics (relative L2 error, coverage, normalized errors) are taken over KernelBench's
+fixed-seed trials only, so they stay comparable with KernelBench's verdict; the extra trials' results are in
+``kbstudy_variants`` and ``metadata["extra_trials"]``.
 
 **Recorded metrics that do not (yet) decide the verdict.** Over the finite elements of the float64 reference ``r``
 (n of them) and the candidate's output ``o`` (upcast to float64), with ``RMS(r) = ||r||_2 / sqrt(n)``:
@@ -109,6 +126,14 @@ class KbstudyTrial:
 
 #: Integrity failures, in the order they are reported when several apply (see ``kbstudy.worker``).
 INTEGRITY_FAILURES = ("inputs_mutated", "global_state", "stale_output")
+#: The failure of a candidate whose sampled timed outputs did not match the reference (check 6).
+TIMING_OUTPUT_MISMATCH = "timing_output_mismatch"
+
+
+def variant_failure(name: str) -> str:
+    """``kbstudy_failure`` of a candidate that failed a value or form check on an extra trial of ``name``
+    (``kbstudy.variants.EXTRA_NAMES``): ``"variant_" + name``."""
+    return f"variant_{name}"
 
 
 def sentinel_label(sentinel: str | float | None) -> str:
@@ -233,18 +258,25 @@ def kbstudy_trial(reference: Sequence, reference64: Sequence, candidate: Sequenc
         unwritten, err_sq, ref_sq, nonfinite_mismatch, mismatches = 0, 0.0, 0.0, 0, 0
         exact = not (out.is_floating_point() or out.is_complex())
         floor, rms = 0.0, 0.0
+        chunk_finite: list[bool] = []  # per chunk: every reference element finite (the common case, a faster path)
         if not exact:
             # first pass: the reference's RMS over its finite elements (the scale of the normalized metrics)
             sq, count = 0.0, 0
             for start in range(0, n, CHUNK):
                 r = flat_ref[start:start + CHUNK].to(torch.float64)
                 finite = torch.isfinite(r)
-                sq += float(torch.linalg.vector_norm(torch.where(finite, r, 0.0)) ** 2)
-                count += int(finite.sum())
+                if bool(finite.all()):
+                    chunk_finite.append(True)
+                    sq += float(torch.linalg.vector_norm(r) ** 2)
+                    count += r.numel()
+                else:
+                    chunk_finite.append(False)
+                    sq += float(torch.linalg.vector_norm(torch.where(finite, r, 0.0)) ** 2)
+                    count += int(finite.sum())
             rms = math.sqrt(sq / count) if count else 0.0
             floor = elementwise_floor(rms, out.dtype)
         max_abs, max_elem = 0.0, 0.0
-        for start in range(0, n, CHUNK):
+        for k, start in enumerate(range(0, n, CHUNK)):
             o = flat_out[start:start + CHUNK]
             r = flat_ref[start:start + CHUNK]
             unwritten += int(_sentinel_mask(o, r, sentinel).sum())
@@ -253,10 +285,13 @@ def kbstudy_trial(reference: Sequence, reference64: Sequence, candidate: Sequenc
                 continue
             o64 = o.to(torch.float64)
             r64 = r.to(torch.float64)
-            if bool(torch.isfinite(r64).all()):
-                bad = ~torch.isfinite(o64)
-                nonfinite_mismatch += int(bad.sum())
-                diff = torch.where(bad, 0.0, o64 - r64)
+            if chunk_finite[k]:
+                bad = ~torch.isfinite(o)  # casting to float64 keeps finiteness
+                n_bad = int(bad.sum())
+                nonfinite_mismatch += n_bad
+                diff = o64 - r64
+                if n_bad:
+                    diff.masked_fill_(bad, 0.0)
                 ref_part = r64
             else:
                 # non-finite reference elements must be matched exactly (same inf sign, or NaN for NaN)
@@ -274,7 +309,7 @@ def kbstudy_trial(reference: Sequence, reference64: Sequence, candidate: Sequenc
                 adiff = diff.abs()
                 max_abs = max(max_abs, float(adiff.max()))
                 if floor > 0:
-                    max_elem = max(max_elem, float((adiff / ref_part.abs().clamp_min(floor)).max()))
+                    max_elem = max(max_elem, float(adiff.div_(ref_part.abs().clamp_min_(floor)).max()))
                 elif float(adiff.max()) > 0:
                     max_elem = math.inf  # an all-zero reference: any error is infinitely relative
         if not exact:
@@ -342,3 +377,38 @@ def combine(kb_trials: list[KernelBenchTrial], kbs_trials: list[KbstudyTrial], p
             "kernelbench_note": first_kb_fail.note if first_kb_fail else None,
         },
     }
+
+
+def combine_extra(fields: dict, results: list, names: Sequence[str], not_applicable: dict[str, str]) -> dict:
+    """Fold the extra trials (check 5) into the fields :func:`combine` made from KernelBench's trials.
+
+    Args:
+        fields: :func:`combine`'s result (its ``kbstudy_correct`` covers KernelBench's fixed-seed trials); updated in
+            place and returned.
+        results: ``[(kbstudy.variants.ExtraTrial, KbstudyTrial), ...]`` in trial order, for the extra trials that
+            ran (a trial whose call raised is a failed ``KbstudyTrial`` too).
+        names: the run's extra-trial names (``kbstudy.variants.EXTRA_NAMES`` order).
+        not_applicable: ``{name: reason}`` of variants that do not apply to the problem (their trials did not run).
+    Sets ``kbstudy_variants`` (``{name: "passed" | "failed" | "n.a."}``, ``None`` without extra trials),
+    ``correct_default_only`` (kbstudy-correct on KernelBench's trials and failed on an extra one; ``None`` when no
+    extra trial ran), and, for such a candidate, ``kbstudy_correct = False`` and ``kbstudy_failure`` = the first
+    failing extra trial's integrity failure, or ``variant_<name>`` for a value or form failure (its detail, with the
+    trial's seed, goes to ``metadata_verdict["kbstudy_detail"]``).
+    """
+    from kbstudy.variants import summarize_extra
+
+    fields["kbstudy_variants"] = summarize_extra(names, results, not_applicable) if names else None
+    if not results:
+        fields["correct_default_only"] = None
+        return fields
+    default_ok = bool(fields.get("kbstudy_correct"))
+    first = next(((spec, r) for spec, r in results if not r.passed), None)
+    fields["correct_default_only"] = bool(default_ok and first is not None)
+    if default_ok and first is not None:
+        spec, trial = first
+        failure = trial.failure if trial.failure in INTEGRITY_FAILURES else variant_failure(spec.name)
+        fields["kbstudy_correct"] = False
+        fields["kbstudy_failure"] = failure
+        fields.setdefault("metadata_verdict", {})["kbstudy_detail"] = (
+            f"{spec.name} inputs (trial {spec.trial}, seed {spec.seed}): {trial.failure}: {trial.detail}")
+    return fields

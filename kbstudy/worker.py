@@ -11,11 +11,18 @@ Candidate worker protocol (messages from the orchestrator; replies are dicts, te
 
 1. ``{"role": "worker", "job": {...}}`` -> ``{"stage": "loaded"}`` or a failure
 2. ``{"op": "construct", "init_inputs": [...]}`` -> ``{"stage": "constructed"}`` or a failure
-3. per trial: ``{"op": "run", "trial": t, "seed": s, "sentinel": "nan"|float, "reuse_inputs": bool}`` then the
-   inputs' bytes -> bytes of ``share({"outputs": [...], "forms": [...], "integrity": {...}})`` or a failure dict
-   (pickled); then ``{"op": "release"}``
-4. ``{"op": "time", "timing": {...}}`` then the timing inputs' bytes -> ``{"samples": [ms, ...]}`` or a failure
-5. ``{"op": "exit"}``
+3. per trial: ``{"op": "run", "trial": t, "seed": s, "sentinel": "nan"|float, "reuse_inputs": bool,
+   "survive": bool}`` then the inputs' bytes -> bytes of ``share({"outputs": [...], "forms": [...],
+   "integrity": {...}})`` or a failure dict (pickled); then ``{"op": "release"}``. With ``survive`` (the extra trials
+   of ``kbstudy.variants``) a Python exception in the call is reported and the worker serves on, so the candidate's
+   other verdicts and its timing survive a crash on unusual inputs;
+4. ``{"op": "time", "timing": {...}, "host_check": bool}`` then the bytes of the timing pool (``{"pool": [input
+   sets], "seeds": [...]}``, see ``kbstudy.timing.time_pool``) -> ``{"samples": [ms, ...], "host_ms": float|None,
+   "host_calls": int, "pool_size": int}`` followed by the bytes of ``share({"checked": [(entry, call, outputs),
+   ...]})`` (the sampled timed outputs, kept alive until ``{"op": "release"}``), or a failure dict alone;
+5. ``{"op": "profile"}`` (GPU) -> ``{"kernels": [[name, device us], ...]}`` or ``{"profile_error": str}``: one
+   profiled call on the last timing inputs (``kbstudy.profiling.capture.profile_steps``, one warm-up call, one traced);
+6. ``{"op": "exit"}``
 
 A failure is ``{"failure": <outcome category>, "error": <message>, "stage": ...}``.
 
@@ -272,6 +279,8 @@ class CandidateWorker:
         self.dtype = execution.torch_dtype(self.job["precision"])
         self.state_before = global_state_snapshot()  # before any candidate code runs
         self.last_inputs = None
+        self.timing_inputs = None
+        self.timed_outputs = None
         try:
             module = execution.load_module(self.job["source"], "kbstudy_candidate", self.job.get("filename", "<candidate>"))
             if not hasattr(module, "ModelNew"):
@@ -290,13 +299,16 @@ class CandidateWorker:
                 if not self._construct(request["init_inputs"]):
                     return
             elif op == "run":
-                if not self._run(request):
+                if not self._run(request) and not request.get("survive"):
                     return
             elif op == "release":
                 self.outputs = None
+                self.timed_outputs = None
             elif op == "time":
                 if not self._time(request):
                     return
+            elif op == "profile":
+                self._profile()
 
     def _construct(self, init_inputs) -> bool:
         import torch
@@ -436,14 +448,46 @@ class CandidateWorker:
         return True
 
     def _time(self, request: dict) -> bool:
-        from kbstudy import timing
+        """Time the candidate over the timing pool (protocol step 4): fresh values in the same buffers for every call,
+        seeded per pool entry, the outputs of each entry's first and last timed call kept for the reference to check,
+        and on a GPU the host-synchronised cross-check."""
+        import torch
+
+        from kbstudy import execution, timing
 
         try:
-            inputs = self._receive_inputs()
+            shared = execution.unshare(self.conn.recv_bytes())  # read-only: copied into private buffers per call
             model = self.model
-            samples = timing.time_callable(lambda: model(*inputs), device=self.device, **request.get("timing", {}))
+            result = timing.time_pool(lambda *args: model(*args), shared["pool"], seeds=shared["seeds"],
+                                      device=self.device, keep_outputs=True,
+                                      host_check=bool(request.get("host_check")), **request.get("timing", {}))
+            self.timing_inputs = result.inputs
+            del shared
+            # plain tensors (a subclass defined by the candidate cannot be unpickled in the reference process)
+            checked = [(entry, call, [o.as_subclass(torch.Tensor) if isinstance(o, torch.Tensor) else o
+                                      for o in outputs]) for entry, call, outputs in result.checked]
+            payload = execution.pack_shared({"checked": checked})
         except BaseException as exc:  # noqa: BLE001
             self.fail(exc, "run")
             return False
-        self.conn.send({"samples": samples})
+        self.timed_outputs = checked
+        self.conn.send({"samples": result.samples, "host_ms": result.host_ms, "host_calls": result.host_calls,
+                        "pool_size": result.pool_size})
+        self.conn.send_bytes(payload)
         return True
+
+    def _profile(self) -> None:
+        """One profiled call on the last timing inputs (protocol step 5); any failure is reported, not fatal."""
+        from kbstudy import execution
+
+        try:
+            from kbstudy.profiling.capture import profile_steps
+
+            model, inputs = self.model, self.timing_inputs
+            if inputs is None:
+                raise RuntimeError("profile requested before timing")
+            result = profile_steps(lambda: model(*inputs), self.device, wait=0, warmup=1, active=1)
+            kernels = [[str(name), float(us)] for name, us in zip(result.table["name"], result.table["time_us"])]
+            self.conn.send({"kernels": kernels})
+        except BaseException as exc:  # noqa: BLE001 - e.g. CUPTI unavailable: recorded, the verdicts stand
+            self.conn.send({"profile_error": execution.error_text(exc, 1000)})

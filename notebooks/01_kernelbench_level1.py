@@ -23,7 +23,8 @@
 # * **kbstudy-correct %**: kbstudy's scale-invariant verdict (relative L2 error against a float64 reference, plus
 #   output coverage), which an all-zeros output cannot pass;
 # * **fast_p** for p in {0, 1, 1.2, 1.5, 2}: the fraction of *all attempted problems* whose kernel is correct
-#   **and** more than p times faster than the PyTorch eager reference (KernelBench's metric; strict `>`);
+#   **and** more than p times faster than the PyTorch eager reference (KernelBench's metric; strict `>`); for
+#   p >= 1 only *verified* speedups count, whose 95% bootstrap interval excludes 1 (`kbstudy.scoring`);
 # * the **median** and **geometric-mean speedup** over correct kernels, against eager and against
 #   `torch.compile` (Inductor, default mode).
 #

@@ -17,8 +17,11 @@ NAMES = {1: "1_Square_matrix_multiplication_.py", 2: "2_Standard_matrix_multipli
 def record(model_config: str, problem_id: int, *, outcome: str = "evaluated", compiled: bool | None = None,
            kb: bool | None = None, kbs: bool | None = None, eager: float | None = None, compile: float | None = None,
            sample_id: int = 0, run: str = "fixture", hardware: str = "fixture-cpu", backend: str = "torch",
-           level: int = 1, precision: str = "fp32") -> EvaluationRecord:
-    """One EvaluationRecord; ``eager``/``compile`` are the speedups (ratios), times are derived from them in ms."""
+           level: int = 1, precision: str = "fp32", sig: bool | None = True,
+           sig_compile: bool | None = True) -> EvaluationRecord:
+    """One EvaluationRecord; ``eager``/``compile`` are the speedups (ratios), times are derived from them in ms;
+    ``sig``/``sig_compile`` are ``speedup_significant``/``speedup_vs_compile_significant`` (set only where the
+    speedup is given)."""
     problem_sha = f"problem-{level}-{problem_id}"
     candidate_sha = f"{model_config}-{level}-{problem_id}-{sample_id}"
     evaluated = outcome == "evaluated"
@@ -37,6 +40,8 @@ def record(model_config: str, problem_id: int, *, outcome: str = "evaluated", co
         eager_ms_median=eager * candidate_ms if eager is not None else None,
         compile_ms_median=compile * candidate_ms if compile is not None else None,
         speedup_vs_eager=eager, speedup_vs_compile=compile,
+        speedup_significant=sig if eager is not None else None,
+        speedup_vs_compile_significant=sig_compile if compile is not None else None,
         reference_key=reference_key(problem_sha, precision, 0.0625, hardware),
         created_utc="2026-01-01T00:00:00+00:00",
     )

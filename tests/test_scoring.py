@@ -164,3 +164,54 @@ def test_outcome_table_and_correct_speedups(frame):
     speeds = scoring.correct_speedups(frame)
     assert sorted(speeds[speeds["model_config"] == "A"]["speedup"]) == [0.5, 2.0]
     assert len(all_records()) == 14
+
+
+# ------------------------------------------------------------------------------------------------ verified speedups
+
+
+def _verified_frame(tmp_path) -> pd.DataFrame:
+    """Configuration V: four correct kernels. Problem 1: 2.0x but not distinguishable from 1; problem 2: 1.5x,
+    verified; problem 3: significantly slower (0.8x); problem 4: 1.2x with no test (too few samples). Configuration
+    L: the same four as schema-1 records, made before the rule (no significance recorded)."""
+    rows = [record("V", 1, kb=True, kbs=True, eager=2.0, compile=2.0, sig=False, sig_compile=True),
+            record("V", 2, kb=True, kbs=True, eager=1.5, compile=0.5, sig=True, sig_compile=True),
+            record("V", 3, kb=True, kbs=True, eager=0.8, compile=0.5, sig=True, sig_compile=True),
+            record("V", 4, kb=True, kbs=True, eager=1.2, compile=1.2, sig=None, sig_compile=None)]
+    legacy = [record("L", pid, kb=True, kbs=True, eager=s, sig=None) for pid, s in ((1, 2.0), (2, 1.5), (3, 0.8))]
+    for rec in legacy:
+        rec.schema_version = 1
+    write_store(tmp_path / "verified", rows + legacy)
+    return load_evaluations([tmp_path / "verified"])
+
+
+def test_fast_p_counts_only_verified_speedups(tmp_path):
+    frame = _verified_frame(tmp_path)
+    v = _row(scoring.summarize(frame), "V")
+    assert v["n_timed"] == 4 and v["n_faster"] == 3 and v["n_verified_faster"] == 1 and v["n_speedup_untested"] == 0
+    assert v["fast_0"] == pytest.approx(1.0)  # p < 1: the rule does not apply
+    assert [v["fast_1"], v["fast_1.2"], v["fast_1.5"], v["fast_2"]] == pytest.approx([0.25, 0.25, 0.0, 0.0])
+    assert v["speedup_median"] == pytest.approx(1.35)  # the speedup statistics keep every correct kernel
+    plain = _row(scoring.summarize(frame, significance=False), "V")  # KernelBench's definition
+    assert [plain["fast_1"], plain["fast_1.5"]] == pytest.approx([0.75, 0.25])
+    curve = scoring.fast_p_curve(frame, [0.5, 1.0, 1.4], by="model_config")
+    assert list(curve[curve.model_config == "V"]["fast_p"]) == pytest.approx([1.0, 0.25, 0.25])
+    compile_ = _row(scoring.summarize(frame, baseline="compile"), "V")
+    # against compile, problems 1 (2.0x, verified) and 4 (1.2x, untested) are faster: only problem 1 counts
+    assert compile_["fast_1"] == pytest.approx(0.25)
+    assert compile_["n_verified_faster"] == 1 and compile_["n_faster"] == 2
+
+
+def test_schema_1_records_predate_the_rule(tmp_path):
+    legacy = _row(scoring.summarize(_verified_frame(tmp_path)), "L")
+    assert legacy["n_speedup_untested"] == 3 and legacy["n_verified_faster"] == 2
+    assert legacy["fast_1"] == pytest.approx(2 / 3)  # counted by the point estimate, as KernelBench counts
+
+
+def test_fast_p_verified_argument():
+    correct = [True, True, True]
+    speedup = [2.0, 1.5, 0.9]
+    assert scoring.fast_p(correct, speedup, 1.0, verified=[False, True, True]) == pytest.approx(1 / 3)
+    assert scoring.fast_p(correct, speedup, 0.5, verified=[False, False, False]) == pytest.approx(1.0)
+    assert scoring.fast_p(correct, speedup, 1.0) == pytest.approx(2 / 3)
+    with pytest.raises(ValueError):
+        scoring.fast_p(correct, speedup, 1.0, verified=[True])

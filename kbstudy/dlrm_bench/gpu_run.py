@@ -18,8 +18,9 @@ Three steps, three kinds of files in ``DIR``:
 3. ``floors.jsonl`` -- one row per problem: ``problem_id``, ``problem_name``, ``problem_sha256`` (the same hash as the
    evaluation records: the unscaled source), ``size_scale``, ``precision``, compulsory ``bytes`` and ``flops``,
    ``formula``, ``floor_ms``, ``bound``, ``memory_ms``, ``compute_ms`` and ``machine_key`` (``machine.json``'s key).
-   Problems 2, 7 and 8 have random totals: their floors use the inputs the timing used (seed ``EvalConfig.seed``,
-   generated on the device, as the reference process does).
+   Problems 2, 7 and 8 have random totals: their floors use the first input set of the timing pool (seed
+   ``EvalConfig.seed``, generated on the device, as the reference process does; the pool's other sets, seeds
+   ``seed + 1`` ..., are draws of the same distribution, see ``kbstudy.timing.time_pool``).
 
 Steps 1 and 3 run in a spawned child process, so this orchestrating process opens no CUDA context and executes no
 problem code (as :mod:`kbstudy.evaluate` requires of itself). ``torch.compile`` baselines run on a GPU (``--no-compile``

@@ -20,12 +20,19 @@ def kernelbench_path() -> Path:
 
 
 def cpu_config(**overrides):
-    """An ``EvalConfig`` for fast CPU batches (no torch.compile baseline, small timing budget, short timeouts)."""
+    """An ``EvalConfig`` for fast CPU batches (no torch.compile baseline, small timing budget, short timeouts).
+
+    The extra trials' seeds are fixed (``1000 + i``) unless given, so a test's inputs do not change between runs; a
+    real batch draws them (``kbstudy.variants.draw_seeds``)."""
     from kbstudy.evaluate import EvalConfig
+    from kbstudy.variants import VARIANTS
 
     settings = dict(run="core-test", device="cpu", size_scale=0.0625, compile_baseline=False, progress=False,
                     timing=dict(FAST_TIMING), run_timeout_s=20, load_timeout_s=60)
     settings.update(overrides)
+    if "extra_seeds" not in overrides:
+        n = settings.get("fresh_trials", 2) + len(settings.get("variants", VARIANTS))
+        settings["extra_seeds"] = [1000 + i for i in range(n)]
     return EvalConfig(**settings)
 
 

@@ -92,9 +92,11 @@ def test_problem5_is_functional_and_an_in_place_variant_is_caught(records):
     assert "inputs_mutated" not in ours["metadata"] and ours["kbstudy_correct"]
     in_place = rows[(5, "in-place")]
     assert in_place["kbstudy_correct"] is False and in_place["kbstudy_failure"] == "inputs_mutated"
-    # the table (input 2) and the state (input 3) were written, on every trial
+    # the table (input 2) and the state (input 3) were written, on every trial: KernelBench's 5, then kbstudy's extra
+    # trials that apply to the problem
     mutated = in_place["metadata"]["inputs_mutated"]
-    assert [t for t, _ in mutated] == list(range(5)) and all(idx == [2, 3] for _, idx in mutated)
+    ran = list(range(5)) + [r["trial"] for r in in_place["metadata"].get("extra_trial_results", [])]
+    assert [t for t, _ in mutated] == ran and all(idx == [2, 3] for _, idx in mutated)
     json.dumps(in_place)  # the record is plain JSON
 
 

@@ -1,0 +1,124 @@
+"""GPU-only checks of the evaluation path (skipped without CUDA): the host-synchronised cross-check of the CUDA-event
+timing catches work left running on a side stream, and the custom-kernel share tells a Triton kernel from cuBLAS.
+
+Real problems (KernelBench level 1: 1_Square_matrix_multiplication_ at half size, 19_ReLU at 1/10) and real
+candidate sources, through ``evaluate_batch``. Run on a GPU machine with::
+
+    KBSTUDY_KERNELBENCH_DIR=<shared>/kernelbench python -m pytest -q tests/core/test_gpu_checks.py
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kbstudy.candidates import make_candidate
+from kbstudy.evaluate import EvalConfig, evaluate_batch
+from kbstudy.records import RecordStore
+
+from .helpers import records_by_config
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+_HONEST_MATMUL = '''
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        return torch.matmul(A, B)
+'''
+
+_SIDE_STREAM_MATMUL = '''
+import torch
+import torch.nn as nn
+
+_STREAM = []
+
+
+class ModelNew(nn.Module):
+    """cuBLAS on a private stream, returned without joining it: the current stream's end event fires at once."""
+
+    def forward(self, A, B):
+        if not _STREAM:
+            _STREAM.append(torch.cuda.Stream())
+        side = _STREAM[0]
+        side.wait_stream(torch.cuda.current_stream())  # the inputs are ready: the answer is right
+        with torch.cuda.stream(side):
+            out = torch.matmul(A, B)
+        return out
+'''
+
+_TRITON_RELU = '''
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def kbstudy_test_relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + offs, mask=mask)
+    tl.store(y_ptr + offs, tl.maximum(x, 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        y = torch.empty_like(x)
+        n = x.numel()
+        kbstudy_test_relu_kernel[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
+        return y
+'''
+
+
+def _config(tmp, scale: float) -> EvalConfig:
+    return EvalConfig(run="gpu-checks", device="cuda", size_scale=scale, compile_baseline=False, progress=False,
+                      cache_dir=str(tmp / "cache"), timing={"warmup_ms": 5.0, "budget_ms": 200.0, "min_reps": 10,
+                                                             "max_reps": 40})
+
+
+@pytest.fixture(scope="module")
+def gpu_rows(problem_by_name, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gpu_checks")
+    store = RecordStore(tmp / "records")
+    matmul = problem_by_name["1_Square_matrix_multiplication_.py"]
+    relu = problem_by_name["19_ReLU.py"]
+    cands = [make_candidate(_HONEST_MATMUL, level=1, problem_id=1, model_config="honest_matmul", backend="torch"),
+             make_candidate(_SIDE_STREAM_MATMUL, level=1, problem_id=1, model_config="side_stream", backend="torch")]
+    assert evaluate_batch([matmul], cands, store, _config(tmp, 0.5)).written == 2
+    triton_relu = make_candidate(_TRITON_RELU, level=1, problem_id=19, model_config="triton_relu", backend="triton")
+    assert evaluate_batch([relu], [triton_relu], store, _config(tmp, 0.1)).written == 1
+    return records_by_config(store)
+
+
+def _evaluated(row: dict) -> dict:
+    assert row["outcome"] == "evaluated", f"{row['candidate_id']}: {row['outcome']}: {row['error_message']}"
+    return row
+
+
+def test_side_stream_work_is_flagged(gpu_rows):
+    row = _evaluated(gpu_rows["side_stream"])
+    assert row["kbstudy_correct"] is True and row["timing_output_ok"] is True  # right answers, wrong clock
+    assert row["timing_discrepancy"] is True, (row["candidate_ms_median"], row["candidate_host_ms"])
+    assert row["candidate_host_ms"] > 1.5 * row["candidate_ms_median"]
+    assert row["speedup_significant"] is False  # whatever the events claimed, the speedup is not verified
+
+
+def test_honest_matmul_is_not_flagged_and_is_all_vendor(gpu_rows):
+    row = _evaluated(gpu_rows["honest_matmul"])
+    assert row["kbstudy_correct"] is True and row["timing_output_ok"] is True
+    assert row["timing_discrepancy"] is False, (row["candidate_ms_median"], row["candidate_host_ms"])
+    assert row["candidate_host_ms"] > 0
+    assert row["custom_kernel_share"] == 0.0
+    assert row["top_kernels"] and row["top_kernels"][0]["origin"] == "vendor", row["top_kernels"]
+
+
+def test_triton_kernel_is_custom(gpu_rows):
+    row = _evaluated(gpu_rows["triton_relu"])
+    assert row["kbstudy_correct"] is True and row["timing_discrepancy"] is False
+    assert row["custom_kernel_share"] > 0.9, row["top_kernels"]
+    assert row["top_kernels"][0]["name"].startswith("kbstudy_test_relu_kernel")
+    assert row["top_kernels"][0]["origin"] == "custom"
