@@ -48,8 +48,8 @@ VENDOR_RULES: tuple[tuple[str, str], ...] = (
     ("cublas", r"nvjet|cublas|^(void )?(gemv2[NT]_kernel|gemvNSP_kernel|gemmSN_|gemmk1_kernel|splitKreduce_kernel"
                r"|dot_kernel|reduce_1Block_kernel|scal_kernel|axpy_kernel)|^(ampere|volta|turing|maxwell|sm\d+)_\w*"
                r"(gemm|xmma)"),
-    ("cudnn", r"cudnn|cask_plugin|xmma|implicit_convolve|^(void )?(cudnn::|winograd|nchwToNhwc|nhwcToNchw"
-              r"|nhwcAddPaddingKernel)"),
+    ("cudnn", r"cudnn|cask_plugin|xmma|implicit_convolve|precomputed_convolve|kern_precompute_indices"
+              r"|^(void )?(cudnn::|winograd|nchwToNhwc|nhwcToNchw|nhwcAddPaddingKernel)"),
     ("cutlass", r"cutlass"),
     ("cub", r"^(void )?(at_cuda_detail::)?(cub|thrust)::"),
     ("fbgemm", r"fbgemm|split_embedding_(backward_)?codegen"),
