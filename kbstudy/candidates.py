@@ -499,6 +499,8 @@ def null_candidates(problem: Problem, kinds: Iterable[str] = NULL_CANDIDATES) ->
     """
     out = []
     for kind in kinds:
+        if kind not in _NULL_TEMPLATES:
+            raise KeyError(f"unknown null candidate {kind!r}; choose from {sorted(_NULL_TEMPLATES)} (or null:all)")
         template = _NULL_TEMPLATES[kind]
         if kind not in _FIRST_NULLS:
             template = _NULL_HELPERS + template

@@ -157,3 +157,8 @@ def test_null_candidates(problem_by_name):
     assert [c.model_config for c in null_candidates(softmax, ["zeros"])] == ["null:zeros"]
     with pytest.raises(KeyError):
         null_candidates(softmax, ["ones"])
+
+
+def test_unknown_null_kind_names_the_known_ones(problem_by_name):
+    with pytest.raises(KeyError, match="unknown null candidate 'foo'; choose from .*'zeros'"):
+        null_candidates(problem_by_name["19_ReLU.py"], ["foo"])
