@@ -1,6 +1,6 @@
 """``torch.profiler`` capture: per-kernel device time on a GPU, per-ATen-operator self CPU time on a CPU.
 
-How the GPU numbers are made (``/work/shared/research/workloads-anchors.md`` section 1):
+How the GPU numbers are made (``../shared/research/workloads-anchors.md`` (beside the repository) section 1):
 
 * the step runs under ``torch.profiler.profile(schedule=schedule(wait, warmup, active))``; warm-up steps trace nothing,
   so autotuning, cuDNN benchmarking and lazy initialisation stay out of the window, and each step ends with

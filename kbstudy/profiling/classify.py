@@ -2,7 +2,7 @@
 
 Kernel names come from Kineto (``torch.profiler``) device events, demangled or mangled; every rule is a regular
 expression searched (``re.search``) in the name, and **the first matching rule wins**. Order matters (see
-``/work/shared/research/workloads-anchors.md``):
+``../shared/research/workloads-anchors.md`` (beside the repository)):
 
 1. memcpy/memset and communication first (Kineto names ``Memcpy HtoD (...)``, ``Memset (Device)``, ``ncclKernel_*``);
 2. Triton/Inductor-generated kernels (``triton_{poi,red,per,tem,for}_fused_*``) before any semantic rule, since their
