@@ -48,6 +48,8 @@ REFERENCE_FACTOR = 4.0
 LOW_SPREAD_FACTOR = 2.0
 METRICS = tuple(PROPOSED_THRESHOLDS)
 #: Outcome categories of one (problem, null) cell, in legend order (:func:`outcome_grid`).
+#: Display order of the null kinds in tables and figures: honest ones, the must-fail nulls, then the probes.
+NULL_ORDER = ("reference", "compile", *MUST_FAIL, "noise", "lowprec")
 CELL_CATEGORIES = ("both pass", "KernelBench only", "kbstudy only", "both fail", "not evaluated")
 
 
@@ -244,7 +246,7 @@ def null_summary(findings):
     if not len(findings):
         return pd.DataFrame(columns=cols)
     rows = []
-    order = {k: i for i, k in enumerate(("reference", "compile", *MUST_FAIL, "noise", "lowprec"))}
+    order = {k: i for i, k in enumerate(NULL_ORDER)}
     for (setting, precision, kind), g in findings.groupby(["setting", "precision", "null"], sort=True):
         e = g[g.outcome == "evaluated"]
         kb, ks = e.kernelbench_correct.eq(True), e.kbstudy_correct.eq(True)
@@ -630,7 +632,7 @@ def outcome_heatmap(grid, title: str = ""):
     from matplotlib.colors import BoundaryNorm, ListedColormap
     from matplotlib.patches import Patch
 
-    order = {k: i for i, k in enumerate(("reference", "compile", *MUST_FAIL, "noise", "lowprec"))}
+    order = {k: i for i, k in enumerate(NULL_ORDER)}
     panels = [(key, g) for key, g in grid.groupby(["setting", "precision"], sort=True)]
     if not panels:
         fig, ax = plt.subplots(figsize=(6, 1))

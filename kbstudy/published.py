@@ -52,6 +52,8 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from kbstudy.scoring import geometric_mean
+
 LEADERBOARD_FILE = "leaderboard_kernels.jsonl"
 CURRENT_PROBLEMS_FILE = "kernelbench_levels_1-3.jsonl"
 V0_PROBLEMS_FILE = "kernelbench_v0_problems.jsonl"
@@ -191,12 +193,6 @@ def rank_correlation(x: Iterable[float], y: Iterable[float]) -> tuple[float, int
     if len(pairs) < 3:
         return float("nan"), len(pairs)
     return float(pairs.corr(method="spearman").loc["x", "y"]), len(pairs)
-
-
-def _geomean(values: pd.Series) -> float:
-    v = pd.to_numeric(values, errors="coerce")
-    v = v[np.isfinite(v) & (v > 0)]
-    return float(np.exp(np.log(v).mean())) if len(v) else float("nan")
 
 
 # ------------------------------------------------------------------------------------------------ leaderboard
@@ -426,7 +422,7 @@ def baseline_summary(comparison: pd.DataFrame, *, by: str | None = None) -> pd.D
         for kind in ("eager", "compile"):
             rho, _ = rank_correlation(g[f"ours_{kind}_ms"], g[f"published_{kind}_ms"])
             row[f"{kind}_ratio_median"] = float(g[f"{kind}_ratio"].median()) if len(g) else float("nan")
-            row[f"{kind}_ratio_geomean"] = _geomean(g[f"{kind}_ratio"])
+            row[f"{kind}_ratio_geomean"] = geometric_mean(pd.to_numeric(g[f"{kind}_ratio"], errors="coerce"))
             row[f"{kind}_spearman_rho"] = rho
         rows.append(row)
     return pd.DataFrame(rows)

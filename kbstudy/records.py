@@ -295,8 +295,9 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[dict]:
                 warnings.warn(f"{path}:{lineno}: skipping a torn or malformed line", stacklevel=2)
 
 
-#: Columns written to Parquet as JSON strings besides ``metadata`` (nested or ragged values; ``null`` for None).
-_JSON_COLUMNS = ("output_shape", "kbstudy_variants", "top_kernels")
+#: Columns written to Parquet as JSON strings besides ``metadata`` (nested or ragged values; ``null`` for None); the
+#: release (``kbstudy.release``) encodes the same ones.
+JSON_COLUMNS = ("output_shape", "kbstudy_variants", "top_kernels")
 
 
 class RecordStore:
@@ -347,12 +348,12 @@ class RecordStore:
 
     def export_parquet(self) -> list[Path]:
         """Write ``evaluations.parquet`` and ``references.parquet`` beside the JSONL files; returns their paths.
-        ``metadata`` and the columns of ``_JSON_COLUMNS`` are stored as JSON strings."""
+        ``metadata`` and the columns of ``JSON_COLUMNS`` are stored as JSON strings."""
         written = []
         for frame, name in ((self.evaluations_frame(), "evaluations"), (self.references_frame(), "references")):
             frame = frame.copy()
             frame["metadata"] = frame["metadata"].map(lambda m: json.dumps(m or {}, sort_keys=True))
-            for column in _JSON_COLUMNS:
+            for column in JSON_COLUMNS:
                 if column in frame:
                     frame[column] = frame[column].map(lambda v: json.dumps(v))
             path = self.folder / f"{name}.parquet"

@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 from typing import Iterable, List, Optional
 
-from kbstudy.records import iter_jsonl
+from kbstudy.records import JSON_COLUMNS, iter_jsonl
 
 RECORD_FILES = ("evaluations.jsonl", "references.jsonl")
 #: The derived columns a release adds to the evaluation records, with their meaning (also in schema.json).
@@ -42,7 +42,7 @@ DERIVED_COLUMNS = {
                             "its dtype error, or a failure the static scan explains), failed "
                             "(kbstudy.headline.dtype_status)"),
 }
-_JSON_COLUMNS = ("metadata", "coverage_sentinels", "output_shape", "degenerate_inputs")
+_JSON_COLUMNS = ("metadata", *JSON_COLUMNS, "coverage_sentinels", "degenerate_inputs")
 _SORT = ["hardware", "problem_version", "precision", "model_config", "level", "problem_id", "sample_id", "key"]
 
 
