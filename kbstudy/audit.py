@@ -88,27 +88,18 @@ def load_records(folders: Sequence[str | os.PathLike], root: str | os.PathLike |
     :class:`kbstudy.records.EvaluationRecord` / :class:`~kbstudy.records.ReferenceRecord`, plus ``records_dir`` (the
     folder relative to ``root``, default the repository root) and ``setting`` (:func:`setting_label`).
     """
-    import pandas as pd
-
-    from kbstudy.records import RecordStore
+    from kbstudy.records import load_frames
     from kbstudy.study import find_project_root
 
     root = Path(root) if root is not None else find_project_root()
-    evs, refs = [], []
-    for folder in folders:
-        folder = Path(folder)
+
+    def relative(folder: str) -> str:
         try:
-            rel = str(folder.resolve().relative_to(root.resolve()))
+            return str(Path(folder).resolve().relative_to(root.resolve()))
         except ValueError:
-            rel = folder.name
-        store = RecordStore(folder)
-        for frame, out in ((store.evaluations_frame(), evs), (store.references_frame(), refs)):
-            if len(frame):
-                out.append(frame.assign(records_dir=rel))
-    empty_ev, empty_ref = RecordStore(Path("/nonexistent")).evaluations_frame(), RecordStore(
-        Path("/nonexistent")).references_frame()
-    ev = pd.concat(evs, ignore_index=True) if evs else empty_ev.assign(records_dir=None)
-    ref = pd.concat(refs, ignore_index=True) if refs else empty_ref.assign(records_dir=None)
+            return Path(folder).name
+
+    ev, ref = (f.assign(records_dir=f.pop("records_folder").map(relative)) for f in load_frames(folders))
     for frame in (ev, ref):
         frame["setting"] = [setting_label(h, s) for h, s in zip(frame["hardware"], frame["size_scale"])]
     return ev, ref

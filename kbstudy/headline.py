@@ -69,24 +69,14 @@ def load_records(folders: Iterable[str | Path]) -> tuple[pd.DataFrame, pd.DataFr
     name), and the evaluation rows dropped as repeats (``records_folder``, ``model_config``, ``problem_name``,
     ``problem_version``, ``precision``, ``kept_from``).
     """
-    from kbstudy.records import RecordStore
+    from kbstudy.records import load_frames
 
-    evals, refs = [], []
-    for order, folder in enumerate(folders):
-        store = RecordStore(folder)
-        e, r = store.evaluations_frame(), store.references_frame()
-        if len(e):
-            evals.append(e.assign(records_folder=Path(folder).name, _order=order))
-        if len(r):
-            refs.append(r.assign(records_folder=Path(folder).name, _order=order))
-    if evals:
-        frame = pd.concat(evals, ignore_index=True)
-    else:
-        frame = RecordStore(Path("/nonexistent")).evaluations_frame().assign(records_folder=pd.Series(dtype=str),
-                                                                               _order=pd.Series(dtype=int))
-    references = (pd.concat(refs, ignore_index=True) if refs else
-                  RecordStore(Path("/nonexistent")).references_frame().assign(records_folder=pd.Series(dtype=str),
-                                                                              _order=pd.Series(dtype=int)))
+    folders = list(folders)
+    order = {str(f): i for i, f in enumerate(folders)}
+    frame, references = load_frames(folders)
+    frame, references = (f.assign(_order=f["records_folder"].map(order).astype(int),
+                                  records_folder=f["records_folder"].map(lambda p: Path(p).name))
+                         for f in (frame, references))
     frame = frame.sort_values("_order", kind="stable")
     ident = [c for c in IDENTITY if c in frame.columns]
     repeat = frame.duplicated(ident, keep="first")

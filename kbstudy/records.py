@@ -362,12 +362,23 @@ class RecordStore:
         return written
 
 
-def load_evaluations(folders: Iterable[str | os.PathLike]):
-    """Concatenate the evaluations of several run folders into one DataFrame (what the notebooks read)."""
+def load_frames(folders: Iterable[str | os.PathLike]):
+    """The evaluations and references of several run folders, concatenated in the order given, each row tagged with
+    its folder (``records_folder``: the path as given). Returns ``(evaluations, references)``, DataFrames with one
+    column per schema field plus ``records_folder``; empty (with those columns) when no folder holds records."""
     import pandas as pd
 
-    frames = [RecordStore(f).evaluations_frame() for f in folders]
-    frames = [f for f in frames if len(f)]
-    if not frames:
-        return RecordStore(Path("/nonexistent")).evaluations_frame()
-    return pd.concat(frames, ignore_index=True)
+    evals, refs = [], []
+    for folder in folders:
+        store = RecordStore(folder)
+        for frame, out in ((store.evaluations_frame(), evals), (store.references_frame(), refs)):
+            if len(frame):
+                out.append(frame.assign(records_folder=str(folder)))
+    empty = RecordStore(Path("/nonexistent"))  # a folder without records: frames with the schema's columns
+    return tuple(pd.concat(parts, ignore_index=True) if parts else blank.assign(records_folder=pd.Series(dtype=str))
+                 for parts, blank in ((evals, empty.evaluations_frame()), (refs, empty.references_frame())))
+
+
+def load_evaluations(folders: Iterable[str | os.PathLike]):
+    """Concatenate the evaluations of several run folders into one DataFrame (what the notebooks read)."""
+    return load_frames(folders)[0].drop(columns="records_folder")
