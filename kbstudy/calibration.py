@@ -136,7 +136,8 @@ def print_calibration(findings, title: str) -> None:
 def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[str], *, nulls: Sequence[str],
                     device: str = "auto", size_scale: float = 1.0, trials: int = 5, run_timeout_s: float = 300.0,
                     cache_dir: str = ".cache/kbstudy", progress: bool = True,
-                    echo: Callable[[str], None] = print, selection: list[dict] | None = None) -> int:
+                    echo: Callable[[str], None] = print, selection: list[dict] | None = None,
+                    retry_outcomes: Sequence[str] = ()) -> int:
     """Evaluate ``null:reference`` and ``nulls`` on every problem, one record folder per precision
     (``<out>-<precision>``), through :func:`kbstudy.evaluate.evaluate_batch` with no timing (calibration times
     nothing); print each precision's findings (:func:`print_calibration`).
@@ -150,6 +151,8 @@ def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[st
         echo: where progress lines go.
         selection: the report of :func:`select_by_footprint`, if the problems were selected by it: written as
             ``selection.jsonl`` (one line per problem considered, sorted keys) into each precision's folder.
+        retry_outcomes: outcomes whose records are evaluated again (``EvalConfig.retry_outcomes``), e.g.
+            ``("out_of_memory", "crashed")`` after a run whose lanes shared one GPU.
     Returns the number of violations (:func:`calibration_findings`) over the precisions. Raises ``KeyError`` for an
     unknown null kind and ``RuntimeError`` from ``evaluate_batch``.
     """
@@ -172,7 +175,8 @@ def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[st
                                                             for row in selection))
         cfg = EvalConfig(run=folder.name, precision=prec, device=device, size_scale=size_scale, trials=trials,
                          compile_baseline=False, eager_baseline=False, time_candidates=False,
-                         run_timeout_s=run_timeout_s, cache_dir=str(cache_dir), progress=progress)
+                         run_timeout_s=run_timeout_s, cache_dir=str(cache_dir), progress=progress,
+                         retry_outcomes=tuple(retry_outcomes))
         summary = evaluate_batch(problems, cands, store, cfg)
         echo(f"{folder}: {summary.written} records written, {summary.already_done} already present, "
              f"{summary.seconds:.1f} s")

@@ -93,6 +93,9 @@ def eval_command(
     extra_seeds: Optional[str] = typer.Option(None, help="comma-separated seeds of the extra trials, to replay a run "
                                                           "(a record's metadata.extra_trials); default: drawn"),
     progress: bool = typer.Option(True, help="show a progress bar"),
+    retry_outcome: Optional[List[str]] = typer.Option(None, "--retry-outcome",
+                                                      help="evaluate again the records with this outcome (repeat; "
+                                                           "e.g. out_of_memory, crashed after a shared-GPU run)"),
     skip_float32_only: bool = typer.Option(False, "--skip-float32-only",
                                            help="at bf16/fp16, record CUDA candidates hard-coded to float32 (static "
                                                 "dtype scan) as skipped, reason float32_only, without running them"),
@@ -120,7 +123,7 @@ def eval_command(
                      compile_baseline=compile_baseline, load_timeout_s=load_timeout, run_timeout_s=run_timeout,
                      build_jobs=build_jobs, cache_dir=str(cache_dir), inputs_on_device=inputs_on_device,
                      progress=progress, fresh_trials=fresh_trials, extra_seeds=seeds,
-                     skip_float32_only=skip_float32_only)
+                     skip_float32_only=skip_float32_only, retry_outcomes=tuple(retry_outcome or ()))
     cfg.timing = {**cfg.timing, "budget_ms": timing_budget_ms}
     try:
         summary = evaluate_batch(probs, cands, store, cfg)
@@ -158,6 +161,9 @@ def calibrate_command(
     run_timeout: float = typer.Option(300.0, help="s allowed per call stage of one candidate"),
     cache_dir: Path = typer.Option(Path(".cache/kbstudy"), help="build cache"),
     progress: bool = typer.Option(True, help="show a progress bar"),
+    retry_outcome: Optional[List[str]] = typer.Option(None, "--retry-outcome",
+                                                      help="evaluate again the records with this outcome (repeat; "
+                                                           "e.g. out_of_memory, crashed after a shared-GPU run)"),
 ) -> None:
     """Null-candidate calibration: null:reference and every calibration null on every problem,
     per precision, through the same evaluation path as `eval`; no candidate or baseline timing. Prints which nulls
@@ -196,8 +202,9 @@ def calibrate_command(
     try:
         failures = run_calibration(probs, out, precisions, nulls=kinds, device=device, size_scale=size_scale,
                                    trials=trials, run_timeout_s=run_timeout, cache_dir=str(cache_dir),
-                                   progress=progress, echo=typer.echo, selection=selection)
-    except RuntimeError as exc:
+                                   progress=progress, echo=typer.echo, selection=selection,
+                                   retry_outcomes=tuple(retry_outcome or ()))
+    except (RuntimeError, ValueError) as exc:  # ValueError: an unknown outcome to retry
         _fail(str(exc))
     typer.echo(f"{failures} null candidates pass kbstudy's check on a non-degenerate problem, or are honest and "
                "fail it (must be 0; noise and lowprec excepted: see kbstudy.calibration)")

@@ -43,7 +43,8 @@ from kbstudy import provenance
 from kbstudy.execution import unpack
 from kbstudy.candidates import Candidate
 from kbstudy.problems import Problem, scale_source
-from kbstudy.records import EvaluationRecord, RecordStore, ReferenceRecord, evaluation_key, reference_key
+from kbstudy.records import (OUTCOMES, EvaluationRecord, RecordStore, ReferenceRecord, evaluation_key,
+                             reference_key)
 from kbstudy.variants import FRESH, VARIANTS, ExtraTrial, plan_extra_trials
 from kbstudy.verify import (FLOAT_SENTINEL, KERNELBENCH_TRIALS, TIMING_OUTPUT_MISMATCH, KbstudyTrial, KernelBenchTrial,
                             combine, combine_extra, sentinel_label)
@@ -129,6 +130,10 @@ class EvalConfig:
     # at a precision other than fp32, record a CUDA candidate whose static dtype scan finds it hard-coded to float32
     # (kbstudy.candidates.scan_dtype_support) as skipped, reason float32_only, instead of running it to a dtype error
     skip_float32_only: bool = False
+    # outcomes whose records are evaluated again instead of counting as done (e.g. ("out_of_memory", "crashed") after
+    # a run that shared its GPU with other work); the new record is appended, the old one stays in the JSONL history
+    # and the latest record per identity is the one read (kbstudy.records.RecordStore.evaluations)
+    retry_outcomes: tuple = ()
 
     def settings_key(self) -> str:
         """The settings that change what a record means (part of its key): trials, seed, input placement, and the
@@ -171,6 +176,11 @@ class ChildDied(RuntimeError):
         else:
             text = f"worker exited with status {exitcode} without reporting"
         super().__init__(text)
+
+
+class WorkerStartError(RuntimeError):
+    """Worker processes keep dying before they can take a job: the machine, not a candidate, is failing (the batch
+    stops; its records so far are kept and a rerun resumes)."""
 
 
 class ChildTimeout(RuntimeError):
@@ -260,10 +270,28 @@ class ChildPool:
         self._next: Child | None = None
         self._all: list[Child] = []
 
+    #: attempts to start a child that dies before reporting idle (e.g. CUDA out of memory while creating its context,
+    #: when other processes fill the GPU), with these pauses (s) between them
+    START_RETRY_PAUSES_S = (2.0, 10.0)
+
     def get(self) -> Child:
+        """An idle child. A child that dies while starting is replaced (:data:`START_RETRY_PAUSES_S`); raises
+        :class:`WorkerStartError` when every attempt died, naming the last exit status."""
         child = self._next or Child(self.warm_device)
         self._next = None
-        child.wait_idle()
+        for pause in (*self.START_RETRY_PAUSES_S, None):
+            try:
+                child.wait_idle()
+                break
+            except ChildDied as exc:
+                child.kill()
+                if pause is None:
+                    raise WorkerStartError(
+                        f"{len(self.START_RETRY_PAUSES_S) + 1} worker processes in a row died while starting "
+                        f"({exc}; warm device {self.warm_device or 'none'}); the device may be out of memory or "
+                        f"unavailable. Records written so far are kept: rerun to resume.") from exc
+                time.sleep(pause)
+                child = Child(self.warm_device)
         if self.spare:
             self._next = Child(self.warm_device)
             self._all.append(self._next)
@@ -514,7 +542,10 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
                     raise ReferenceFailure(f"no verdict within the timeout: {exc}") from None
                 child.send({"op": "release"})
             if "error" in verdict:
-                return _finish(fields, {"outcome": "runtime_error", "error_message":
+                # the reference process ran out of memory judging: the machine's failure, retryable like any other
+                # out_of_memory record (--retry-outcome); any other error is the outputs' (not judgeable)
+                oom = verdict.get("category") == "out_of_memory"
+                return _finish(fields, {"outcome": "out_of_memory" if oom else "runtime_error", "error_message":
                                         "the candidate's outputs could not be judged: " + verdict["error"]})
             if spec is None:
                 kb_trials.append(verdict["kernelbench"])
@@ -732,9 +763,14 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
     summary = BatchSummary()
     by_problem: dict[tuple[int, int], list[Candidate]] = collections.defaultdict(list)
     problem_index = {(p.level, p.problem_id): p for p in problems}
-    done = set(store.evaluations_by_identity())
-    measured = store.evaluation_keys()
-    references = store.references()
+    unknown = set(cfg.retry_outcomes) - set(OUTCOMES)
+    if unknown:
+        raise ValueError(f"unknown outcome(s) to retry: {sorted(unknown)}; known: {', '.join(OUTCOMES)}")
+    latest = store.evaluations_by_identity()
+    done = {identity for identity, row in latest.items() if row.get("outcome") not in cfg.retry_outcomes}
+    measured = {row["key"] for row in latest.values() if row.get("outcome") not in cfg.retry_outcomes}
+    references = {key: row for key, row in store.references().items()
+                  if row.get("outcome") not in cfg.retry_outcomes}  # a failed reference is measured again too
     # identical code under another model configuration or sample id: measured once, recorded once per candidate
     same_code: dict[str, list[Candidate]] = collections.defaultdict(list)
     for cand in candidates:

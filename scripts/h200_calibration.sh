@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The full-size null calibration of issue #3 on the H200 (outputs/records/h200-calibration, notebook 02): KernelBench
+# level 1 and DLRM-Bench, fp32 and bf16. One lane per GPU: at full size one lane needs up to ~100 GB of GPU memory
+# (problem 5 holds ~1e9-element float64 references and input sets), and lanes sharing a GPU ran out of memory in
+# session 3 (see the folder's README). Resumable: it starts from the committed records, and records whose outcome
+# came from the machine (out of memory, a worker that died, a reference that could not run) are evaluated again
+# (`--retry-outcome`); the failed attempts stay in the JSONL history.
+#
+# Before the device call, on the analysis machine (the GPU machine cannot see ../shared):
+#   mkdir -p .device/kernelbench && cp ../shared/kernelbench/*.jsonl .device/kernelbench/
+# The device call (run tool: carry [".device"], timeout_s 600; kind nvidia-h200-x2 runs both lanes at once):
+#   KBSTUDY_GIT_COMMIT=<git rev-parse HEAD> bash scripts/h200_calibration.sh 540
+# After it: tar -xzf <files_at>/calibration.tar.gz -C outputs/records/h200-calibration, and commit.
+#
+# usage: bash scripts/h200_calibration.sh [SECONDS]
+set -u
+secs=${1:-540}
+export KBSTUDY_GIT_COMMIT=${KBSTUDY_GIT_COMMIT:-unknown}
+export PYTHONUNBUFFERED=1
+OUT=${OUT:?OUT must name the output folder}
+REC=${RECORDS_DIR:-outputs/records/h200-calibration}
+KB=${KB_DIR:-.device/kernelbench}/kernelbench_levels_1-3.jsonl
+deadline=$(( $(date +%s) + secs - 30 ))  # 30 s for the archive
+W=$(mktemp -d); mkdir -p "$W/logs"
+cp -r "$REC"/. "$W/" 2>/dev/null
+NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); [ "${NGPU:-0}" -ge 1 ] 2>/dev/null || NGPU=1
+RETRY=(--retry-outcome out_of_memory --retry-outcome crashed --retry-outcome reference_error --retry-outcome cuda_error)
+
+step() {  # gpu, records prefix, precision, problem options...
+  local gpu=$1 prefix=$2 prec=$3; shift 3
+  local left=$(( deadline - $(date +%s) ))
+  [ "$left" -gt 30 ] || return 0
+  CUDA_VISIBLE_DEVICES=$gpu timeout -s INT -k 15 "$left" python3 -m kbstudy calibrate "$@" --precision "$prec" \
+    --device cuda --run-timeout 60 --out "$W/$prefix" --no-progress "${RETRY[@]}" >> "$W/logs/$prefix-$prec.txt" 2>&1
+  echo "[$prefix $prec] rc=$? at $(( secs - 30 - deadline + $(date +%s) )) s" | tee -a "$W/logs/$prefix-$prec.txt"
+}
+lane() {  # one GPU's share of the steps, in order
+  local gpu=$1; shift
+  for s in "$@"; do
+    IFS=: read -r prefix prec <<<"$s"
+    if [ "$prefix" = dlrm ]; then step "$gpu" dlrm "$prec" --dlrm; else step "$gpu" level1 "$prec" --problems "$KB" --level 1; fi
+  done
+}
+if [ "$NGPU" -ge 2 ]; then
+  lane 0 level1:fp32 dlrm:fp32 &
+  lane 1 level1:bf16 dlrm:bf16 &
+  wait
+else
+  lane 0 level1:fp32 level1:bf16 dlrm:fp32 dlrm:bf16
+fi
+rm -rf "$W"/*/.*.merge
+tar -czf "$OUT/calibration.tar.gz" -C "$W" --exclude=README.md .
+grep -h "rc=" "$W"/logs/*.txt
