@@ -40,7 +40,8 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from kbstudy import plots
-from kbstudy.dlrm_bench.report import FLOOR_TARGET, load_run, long_times, missing, run_layout, summary
+from kbstudy.dlrm_bench.report import FLOOR_TARGET, launch_view, load_run, long_times, missing, run_layout, summary
+from kbstudy.dlrm_bench.roofline import LAUNCH_BOUND_FACTOR, launch_latency_ms
 from kbstudy.study import project_path
 
 plots.set_theme()
@@ -60,6 +61,9 @@ else:
 if machine:
     rates = ", ".join(f"{k} {v / 1e12:.2f} TFLOP/s" for k, v in machine["matmul_flops_per_s"].items())
     print(f"measured: {machine['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s copy bandwidth; {rates}")
+launch_ms = launch_latency_ms(machine)
+print("launch latency (empty Triton kernel, timed as candidates are): "
+      + (f"{launch_ms * 1e3:.1f} us (median)" if launch_ms is not None else "not measured in this run"))
 
 # %% [markdown]
 # ## What the records lack
@@ -119,3 +123,23 @@ mem = table[table["bound"] == "memory"][["problem_id", "problem", "ours_over_flo
 mem = mem.assign(within_target=mem["ours_over_floor"] <= FLOOR_TARGET)
 mem.to_csv(tables_dir / "memory_bound_vs_floor.csv", index=False)
 show(mem, digits=3)
+
+# %% [markdown]
+# ## Launch-aware view
+# Each timed call starts on an idle device (the timer synchronises, then records its start event), so it includes at
+# least one launch: the host's work until the first kernel is enqueued. The machine measurement times an empty Triton
+# kernel the same way. A problem whose floor is below a few (here 3) such launch latencies is *launch-bound*: the
+# 1.25x target is out of reach of any kernel timed per call. This view is beside the floor, not a new floor:
+# `ours_over_floor` above is unchanged, `ours_over_floor_plus_launch` divides by floor + one launch.
+
+# %%
+launch = launch_view(table)
+launch.to_csv(tables_dir / "launch_aware.csv", index=False)
+if launch_ms is None:
+    print("launch latency not measured for this machine (machine.json predates it, or a CPU without Triton "
+          "launches): launch-bound flags are empty")
+else:
+    flagged = launch[launch["launch_bound"] == True]  # noqa: E712
+    print(f"launch-bound (floor < {LAUNCH_BOUND_FACTOR:g} x {launch_ms * 1e3:.1f} us): "
+          + (", ".join(f"{r.problem_id} {r.problem}" for r in flagged.itertuples()) or "none"))
+show(launch, digits=3)

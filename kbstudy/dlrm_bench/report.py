@@ -18,6 +18,12 @@ Definitions (speedup = ratio of median times, > 1 means ours is faster):
 * *win rate* = wins / problems with a record (failures count as non-wins);
 * *median speedup* is reported over all correct kernels and over the wins alone, since the paper's 1.552x does not say
   which of the two it is.
+
+Launch-aware view (beside, never instead of, the floor): ``launch_ms`` is the median time of an empty Triton kernel
+launch timed exactly as candidates are (:func:`kbstudy.dlrm_bench.roofline.launch_latency_ms`; absent from machines
+measured before it was recorded, and on a CPU); a problem is *launch-bound* when its floor is below
+:data:`~kbstudy.dlrm_bench.roofline.LAUNCH_BOUND_FACTOR` launches, so the 1.25x target is out of reach of any kernel
+timed per call; ``ours_over_floor_plus_launch`` = ours / (floor + one launch).
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from pathlib import Path
 import pandas as pd
 
 from kbstudy.dlrm_bench import MODEL_CONFIG, PAPER_MEDIAN_SPEEDUP, PAPER_WIN_RATE, PROBLEMS_DIR, problem_precision
+from kbstudy.dlrm_bench.roofline import LAUNCH_BOUND_FACTOR, launch_bound, launch_latency_ms
 from kbstudy.records import RecordStore
 
 #: The memory-bound target of DLRM-Bench: our kernel within this factor of the floor.
@@ -36,10 +43,12 @@ FLOOR_TARGET = 1.25
 #: The columns of :func:`load_run`, in order.
 COLUMNS = ("problem_id", "problem", "precision", "bound", "eager_ms", "compile_ms", "ours_ms", "floor_ms",
            "ours_q1_ms", "ours_q3_ms", "speedup_vs_eager", "speedup_vs_compile", "ours_over_floor", "eager_over_floor",
-           "kernelbench_correct", "kbstudy_correct", "correct", "rel_l2_error", "outcome", "error")
+           "kernelbench_correct", "kbstudy_correct", "correct", "rel_l2_error", "outcome", "error", "launch_ms",
+           "launch_bound", "ours_over_floor_plus_launch")
 #: Its numeric columns: float, NaN where the record has no value.
 NUMERIC_COLUMNS = ("eager_ms", "compile_ms", "ours_ms", "floor_ms", "ours_q1_ms", "ours_q3_ms", "speedup_vs_eager",
-                   "speedup_vs_compile", "ours_over_floor", "eager_over_floor", "rel_l2_error")
+                   "speedup_vs_compile", "ours_over_floor", "eager_over_floor", "rel_l2_error", "launch_ms",
+                   "ours_over_floor_plus_launch")
 #: The two record layouts (see the module docstring).
 LAYOUTS = ("evaluate_batch", "preliminary")
 
@@ -93,6 +102,7 @@ def load_run(folder: str | Path) -> tuple[pd.DataFrame, dict]:
     machine = json.loads((folder / "machine.json").read_text()) if (folder / "machine.json").exists() else {}
     ev = RecordStore(folder).evaluations_frame()
     floors = load_floors(folder)
+    launch = launch_latency_ms(machine)
     if layout == "evaluate_batch":
         ev = _select_records(ev)
     rows = []
@@ -118,6 +128,8 @@ def load_run(folder: str | Path) -> tuple[pd.DataFrame, dict]:
             "ours_over_floor": _ratio(ours, floor), "eager_over_floor": _ratio(eager, floor),
             "kernelbench_correct": kb, "kbstudy_correct": kbs, "correct": correct,
             "rel_l2_error": r["rel_l2_error"], "outcome": r["outcome"], "error": r["error_message"],
+            "launch_ms": launch, "launch_bound": launch_bound(floor, launch),
+            "ours_over_floor_plus_launch": _ratio(ours, floor + launch) if floor and launch else None,
         })
     table = pd.DataFrame(rows, columns=list(COLUMNS))
     for col in NUMERIC_COLUMNS:
@@ -173,7 +185,9 @@ def _count_true(column: pd.Series):
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Win rate and median speedups of ours beside the paper's (41.7 %, 1.552x), plus the floor target's tally."""
+    """Win rate and median speedups of ours beside the paper's (41.7 %, 1.552x), plus the floor target's tally and
+    the launch-aware view (launch latency, launch-bound problems, memory-bound problems within the target of
+    floor + one launch; ``None`` when the machine has no launch latency)."""
     ok = table[(table["correct"] == True) & table["speedup_vs_eager"].notna()]  # noqa: E712
     wins = ok[ok["speedup_vs_eager"] > 1]
     mem = table[table["bound"] == "memory"]
@@ -193,6 +207,15 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
         ("memory-bound problems", len(mem), None),
         (f"memory-bound within {FLOOR_TARGET}x of floor", len(within), None),
     ]
+    launch = table["launch_ms"].dropna()
+    measured = len(launch) > 0
+    near = mem[mem["ours_over_floor_plus_launch"].notna() & (mem["ours_over_floor_plus_launch"] <= FLOOR_TARGET)]
+    rows += [
+        ("launch latency, empty Triton kernel (ms)", float(launch.iloc[0]) if measured else None, None),
+        (f"launch-bound problems (floor < {LAUNCH_BOUND_FACTOR:g} launches)",
+         int((table["launch_bound"] == True).sum()) if measured else None, None),  # noqa: E712
+        (f"memory-bound within {FLOOR_TARGET}x of floor + 1 launch", len(near) if measured else None, None),
+    ]
     return pd.DataFrame(rows, columns=["quantity", "ours", "paper"])
 
 
@@ -203,3 +226,13 @@ def long_times(table: pd.DataFrame) -> pd.DataFrame:
     out["variant"] = out["variant"].map(cols)
     out["label"] = out["problem_id"].astype(str) + " " + out["problem"]
     return out.dropna(subset=["ms"])
+
+
+def launch_view(table: pd.DataFrame) -> pd.DataFrame:
+    """Per problem the floor beside one launch latency: ``problem_id``, ``problem``, ``bound``, ``floor_ms``,
+    ``launch_ms``, ``floor_in_launches`` (floor / launch), ``launch_bound``, ``ours_over_floor`` and
+    ``ours_over_floor_plus_launch`` (NaN / None where the machine has no launch latency)."""
+    view = table[["problem_id", "problem", "bound", "floor_ms", "launch_ms", "launch_bound", "ours_over_floor",
+                  "ours_over_floor_plus_launch"]].copy()
+    view.insert(5, "floor_in_launches", view["floor_ms"] / view["launch_ms"])
+    return view
