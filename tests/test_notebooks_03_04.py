@@ -264,3 +264,30 @@ def test_dlrm_missing_names_gaps():
     assert notes[0].startswith("machine.json absent")
     assert "2 of 12 problems have no record: 1 EmbeddingBagSum, 2 EmbeddingBagWeightedVarLen" in notes
     assert "torch.compile times absent for 1 of 10 problems (problems 5)" in notes
+
+
+@pytest.mark.skipif(not (REPO / "outputs" / "reports" / "h200" / "04_dlrm_bench.ipynb").exists(),
+                    reason="H200 notebook 4 rendering absent")
+def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
+    """The committed H200 notebook 4 shows what ``kbstudy.dlrm_bench.report`` computes from the records its params
+    name (the autotuned kernels' run, compared with the run before the rework): a stale rendering fails here."""
+    from kbstudy.study import _load_mapping, project_path
+
+    params = _load_mapping(REPO / "params" / "04_dlrm_bench.h200.yaml")
+    assert params["records_dir"] == "outputs/records/h200-dlrm-autotuned"
+    assert params["previous_records_dir"] == "outputs/records/h200-dlrm"
+    table, machine = dlrm_report.load_run(project_path(params["records_dir"], REPO))
+    before, _ = dlrm_report.load_run(project_path(params["previous_records_dir"], REPO))
+    tables = REPO / params["output_dir"] / "tables"
+    for name, expected in (("dlrm_bench_summary", dlrm_report.summary(table)),
+                           ("launch_gap", dlrm_report.launch_gap(table)),
+                           ("before_after", dlrm_report.compare_runs(before, table))):
+        pd.testing.assert_frame_equal(pd.read_csv(tables / f"{name}.csv"), expected, check_dtype=False, obj=name)
+    assert table["correct"].all() and len(table) == 12
+    text = _printed(REPO / "outputs" / "reports" / "h200" / "04_dlrm_bench.ipynb")
+    for note in dlrm_report.floor_notes(table, machine):
+        assert note in text
+    assert "memory-bound problems within 1.25x of the floor: none" in text
+    # the records' git_commit is the code that ran (the issue-6 kernels), not the commit the run was launched from
+    assert set(RecordStore(project_path(params["records_dir"], REPO)).evaluations_frame()["git_commit"]) == {
+        "b93fe23896d39da4faee8c6f47d106b6354ec047"}
