@@ -15,14 +15,17 @@
 #
 # Per problem: eager PyTorch, `torch.compile` (Inductor), our Triton kernel (`kbstudy-triton`) and the physical
 # floor `max(compulsory bytes / measured bandwidth, FLOPs / measured matrix rate)`; then our win rate over eager and
-# median speedup beside the paper's LLM-written kernels (41.7 %, 1.552x). Records come from
+# median speedup beside the paper's LLM-written kernels (41.7 %, 1.552x); the memory-bound problems against the target
+# of 1.25x of the floor, with the measured launch latency's share of the gap; and, given an earlier run of the same
+# problems (`previous_records_dir`), our kernels before and after. Records come from
 # `python -m kbstudy.dlrm_bench.gpu_run`, which evaluates our kernels through the project's one evaluation path
 # (`kbstudy.evaluate.evaluate_batch`: KernelBench's and kbstudy's verdicts over five trials, eager and compile timings)
 # and writes the floors to `floors.jsonl` beside `machine.json`; this notebook only reads them. Each problem is
 # evaluated at the precision it is written in: bf16 for 10 and 11, fp32 for the others.
 #
 # **Preliminary records.** A folder written by the benchmark's former runner (layout `preliminary`, e.g.
-# `outputs/records/h200-dlrm-gpu-run`, kept for comparison; the H200 parameters read `h200-dlrm`) has no verdicts: its
+# `outputs/records/h200-dlrm-gpu-run`, kept for comparison; the H200 parameters read `h200-dlrm-autotuned` and compare
+# it with `h200-dlrm`, the kernels before the rework) has no verdicts: its
 # `correct` column is that runner's own self-check (relative L2 error against float64), the verdict columns are empty,
 # and its problem 5 is the former in-place version. Its numbers are preliminary.
 
@@ -32,6 +35,7 @@
 records_dir = "outputs/records/cpu-dlrm"  # a kbstudy.dlrm_bench.gpu_run output folder (evaluations.jsonl, floors.jsonl)
 output_dir = "outputs/reports/cpu-default/04_dlrm_bench"  # tables/ and figures/ go here
 hardware_label = "CPU (Triton interpreter)"  # how the hardware is named in titles
+previous_records_dir = ""  # an earlier run of the same problems (other kernels) to compare ours with; "" for none
 
 # %%
 import functools
@@ -40,7 +44,9 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from kbstudy import plots
-from kbstudy.dlrm_bench.report import FLOOR_TARGET, load_run, long_times, missing, run_layout, summary
+from kbstudy.dlrm_bench.report import (FLOOR_TARGET, compare_runs, floor_notes, launch_gap, launch_latencies,
+                                       launch_view, load_run, long_times, missing, run_layout, summary)
+from kbstudy.dlrm_bench.roofline import LAUNCH_BOUND_FACTOR, launch_latency_ms
 from kbstudy.study import project_path
 
 plots.set_theme()
@@ -60,6 +66,12 @@ else:
 if machine:
     rates = ", ".join(f"{k} {v / 1e12:.2f} TFLOP/s" for k, v in machine["matmul_flops_per_s"].items())
     print(f"measured: {machine['bandwidth_bytes_per_s'] / 1e9:.1f} GB/s copy bandwidth; {rates}")
+launch_ms = launch_latency_ms(machine)
+print("launch latency (empty Triton kernel, timed as candidates are): "
+      + (f"{launch_ms * 1e3:.1f} us (median)" if launch_ms is not None else "not measured in this run"))
+torch_launch_ms = launch_latencies(machine)["torch_ms"]
+if torch_launch_ms is not None:
+    print(f"launch latency (one-element torch op, timed the same way): {torch_launch_ms * 1e3:.1f} us (median)")
 
 # %% [markdown]
 # ## What the records lack
@@ -88,6 +100,27 @@ show(shown)
 summ = summary(table)
 summ.to_csv(tables_dir / "dlrm_bench_summary.csv", index=False)
 show(summ, digits=3)
+values, paper = summ.set_index("quantity")["ours"], summ.set_index("quantity")["paper"]
+
+
+def _x(v):
+    return "-" if v != v else f"{v:.3f}x"
+
+
+print(f"win rate over eager: {values['win rate over eager']:.1%} ({values['wins over eager']:.0f} of "
+      f"{values['problems']:.0f}; paper {paper['win rate over eager']:.1%}); median speedup vs eager: "
+      f"{_x(values['median speedup vs eager, correct kernels'])} over correct kernels, "
+      f"{_x(values['median speedup vs eager, wins only'])} over wins (paper {paper['median speedup vs eager, wins only']:.3f}x)")
+wins = table[(table["correct"] == True) & (table["speedup_vs_eager"] > 1)]  # noqa: E712
+if wins["speedup_significant"].isna().all():
+    print("significance of the wins: not recorded (these records predate schema v2's speedup intervals)")
+else:
+    print(f"wins whose speedup interval excludes 1: {values['wins over eager, significant']:.0f} of {len(wins)}")
+overlap = wins[~(wins["ours_q3_ms"] < wins["eager_q1_ms"])]
+if len(wins) and wins["eager_q1_ms"].notna().all():
+    print("wins whose interquartile range overlaps eager's (ours q3 >= eager q1): "
+          + (", ".join(f"{r.problem_id} {r.problem} ({r.speedup_vs_eager:.2f}x)" for r in overlap.itertuples())
+             or "none"))
 
 # %% [markdown]
 # ## Figure: eager, compile, ours and the floor per problem (log scale)
@@ -119,3 +152,66 @@ mem = table[table["bound"] == "memory"][["problem_id", "problem", "ours_over_flo
 mem = mem.assign(within_target=mem["ours_over_floor"] <= FLOOR_TARGET)
 mem.to_csv(tables_dir / "memory_bound_vs_floor.csv", index=False)
 show(mem, digits=3)
+notes = floor_notes(table, machine)
+print(notes[0])
+
+# %% [markdown]
+# ## Launch-aware view
+# Each timed call starts on an idle device (the timer synchronises, then records its start event), so it includes at
+# least one launch: the host's work until the first kernel is enqueued. The machine measurement times an empty Triton
+# kernel the same way. A problem whose floor is below a few (here 3) such launch latencies is *launch-bound*: the
+# 1.25x target is out of reach of any kernel timed per call. This view is beside the floor, not a new floor:
+# `ours_over_floor` above is unchanged, `ours_over_floor_plus_launch` divides by floor + one launch.
+
+# %%
+launch = launch_view(table)
+launch.to_csv(tables_dir / "launch_aware.csv", index=False)
+if launch_ms is None:
+    print("launch latency not measured for this machine (machine.json predates it, or a CPU without Triton "
+          "launches): launch-bound flags are empty")
+else:
+    flagged = launch[launch["launch_bound"] == True]  # noqa: E712
+    print(f"launch-bound (floor < {LAUNCH_BOUND_FACTOR:g} x {launch_ms * 1e3:.1f} us): "
+          + (", ".join(f"{r.problem_id} {r.problem}" for r in flagged.itertuples()) or "none"))
+show(launch, digits=3)
+
+# %% [markdown]
+# ### The gap to the floor and one launch (memory-bound problems)
+# Any kernel timed per call pays at least one launch, so the best ratio to the floor it can reach is
+# `1 + launch / floor` (`best_ratio_one_launch`): the 1.25x target is out of reach of every kernel when the floor is
+# below 4 launches. `gap_in_launches` is ours minus the floor in launches; one of them is the launch itself. The
+# latencies come from this run's `machine.json` (`details.launch_triton_ms`, `details.launch_torch_ms`).
+
+# %%
+gap = launch_gap(table)
+gap.to_csv(tables_dir / "launch_gap.csv", index=False)
+show(gap, digits=3)
+print("\n".join(f"- {n}" for n in notes))
+
+# %% [markdown]
+# ## Our kernels before and after (an earlier run of the same problems)
+# Given `previous_records_dir` (the H200 parameters: `outputs/records/h200-dlrm`, the kernels before the issue-6
+# rework), our kernel's median time in each run. `after_over_before` below 1: faster now. Eager is re-timed in each
+# run; `eager_after_over_before` shows how much the baseline itself moved between the two runs, a measure of what a
+# difference between runs can owe to the run rather than the kernel.
+
+# %%
+if previous_records_dir:
+    before, _ = load_run(project_path(previous_records_dir))
+    change = compare_runs(before, table)
+    change.to_csv(tables_dir / "before_after.csv", index=False)
+    print(f"before: {previous_records_dir} | after: {records_dir}")
+    show(change, digits=3)
+    faster = change[change["after_over_before"] < 1]
+    slower = change[change["after_over_before"] > 1]
+    print(f"faster now: {len(faster)} of {len(change)}; slower now: "
+          + (", ".join(f"{r.problem_id} {r.problem} ({r.before_ms:.3f} -> {r.after_ms:.3f} ms, "
+                       f"{r.after_over_before:.2f}x)" for r in slower.itertuples()) or "none"))
+    print(f"eager between the runs: {change['eager_after_over_before'].min():.2f}-"
+          f"{change['eager_after_over_before'].max():.2f}x (median {change['eager_after_over_before'].median():.2f}x)")
+    fixed = change[(change["before_correct"] != True) & (change["after_correct"] == True)]  # noqa: E712
+    broken = change[(change["before_correct"] == True) & (change["after_correct"] != True)]  # noqa: E712
+    print("correct now, not before: " + (", ".join(str(i) for i in fixed["problem_id"]) or "none")
+          + "; correct before, not now: " + (", ".join(str(i) for i in broken["problem_id"]) or "none"))
+else:
+    print("no earlier run given (previous_records_dir is empty)")

@@ -18,6 +18,18 @@ Definitions (speedup = ratio of median times, > 1 means ours is faster):
 * *win rate* = wins / problems with a record (failures count as non-wins);
 * *median speedup* is reported over all correct kernels and over the wins alone, since the paper's 1.552x does not say
   which of the two it is.
+
+Launch-aware view (beside, never instead of, the floor): ``launch_ms`` is the median time of an empty Triton kernel
+launch timed exactly as candidates are (:func:`kbstudy.dlrm_bench.roofline.launch_latency_ms`; absent from machines
+measured before it was recorded, and on a CPU); a problem is *launch-bound* when its floor is below
+:data:`~kbstudy.dlrm_bench.roofline.LAUNCH_BOUND_FACTOR` launches, so the 1.25x target is out of reach of any kernel
+timed per call; ``ours_over_floor_plus_launch`` = ours / (floor + one launch). :func:`launch_gap` restates it per
+memory-bound problem as the best ratio any kernel timed per call can reach, ``1 + launch / floor`` (the 1.25x target is
+out of reach when the floor is below 4 launches), and :func:`floor_notes` says it in sentences, numbers from the
+records.
+
+Two runs of the same kernels' problems (e.g. the H200 records before and after a kernel rework) are compared per
+problem by :func:`compare_runs`.
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ from pathlib import Path
 import pandas as pd
 
 from kbstudy.dlrm_bench import MODEL_CONFIG, PAPER_MEDIAN_SPEEDUP, PAPER_WIN_RATE, PROBLEMS_DIR, problem_precision
+from kbstudy.dlrm_bench.roofline import LAUNCH_BOUND_FACTOR, launch_bound, launch_latency_ms
 from kbstudy.records import RecordStore
 
 #: The memory-bound target of DLRM-Bench: our kernel within this factor of the floor.
@@ -36,10 +49,12 @@ FLOOR_TARGET = 1.25
 #: The columns of :func:`load_run`, in order.
 COLUMNS = ("problem_id", "problem", "precision", "bound", "eager_ms", "compile_ms", "ours_ms", "floor_ms",
            "ours_q1_ms", "ours_q3_ms", "speedup_vs_eager", "speedup_vs_compile", "ours_over_floor", "eager_over_floor",
-           "kernelbench_correct", "kbstudy_correct", "correct", "rel_l2_error", "outcome", "error")
+           "kernelbench_correct", "kbstudy_correct", "correct", "rel_l2_error", "outcome", "error", "launch_ms",
+           "launch_bound", "ours_over_floor_plus_launch", "speedup_significant", "eager_q1_ms", "eager_q3_ms")
 #: Its numeric columns: float, NaN where the record has no value.
 NUMERIC_COLUMNS = ("eager_ms", "compile_ms", "ours_ms", "floor_ms", "ours_q1_ms", "ours_q3_ms", "speedup_vs_eager",
-                   "speedup_vs_compile", "ours_over_floor", "eager_over_floor", "rel_l2_error")
+                   "speedup_vs_compile", "ours_over_floor", "eager_over_floor", "rel_l2_error", "launch_ms",
+                   "ours_over_floor_plus_launch", "eager_q1_ms", "eager_q3_ms")
 #: The two record layouts (see the module docstring).
 LAYOUTS = ("evaluate_batch", "preliminary")
 
@@ -75,6 +90,14 @@ def _ratio(a, b):
     return a / b if a and b and a == a and b == b else None
 
 
+def _as_flag(value):
+    """A record's boolean field as ``True``/``False``, ``None`` when absent (records before schema v2 have no
+    speedup intervals, so no significance)."""
+    if value is None or value != value:
+        return None
+    return bool(value)
+
+
 def _select_records(ev: pd.DataFrame) -> pd.DataFrame:
     """Our candidate's record per problem at the problem's precision, the latest one if there are several."""
     ev = ev[ev["model_config"] == MODEL_CONFIG]
@@ -93,6 +116,7 @@ def load_run(folder: str | Path) -> tuple[pd.DataFrame, dict]:
     machine = json.loads((folder / "machine.json").read_text()) if (folder / "machine.json").exists() else {}
     ev = RecordStore(folder).evaluations_frame()
     floors = load_floors(folder)
+    launch = launch_latency_ms(machine)
     if layout == "evaluate_batch":
         ev = _select_records(ev)
     rows = []
@@ -118,6 +142,10 @@ def load_run(folder: str | Path) -> tuple[pd.DataFrame, dict]:
             "ours_over_floor": _ratio(ours, floor), "eager_over_floor": _ratio(eager, floor),
             "kernelbench_correct": kb, "kbstudy_correct": kbs, "correct": correct,
             "rel_l2_error": r["rel_l2_error"], "outcome": r["outcome"], "error": r["error_message"],
+            "launch_ms": launch, "launch_bound": launch_bound(floor, launch),
+            "ours_over_floor_plus_launch": _ratio(ours, floor + launch) if floor and launch else None,
+            "speedup_significant": _as_flag(r.get("speedup_significant")),
+            "eager_q1_ms": r.get("eager_ms_q1"), "eager_q3_ms": r.get("eager_ms_q3"),
         })
     table = pd.DataFrame(rows, columns=list(COLUMNS))
     for col in NUMERIC_COLUMNS:
@@ -173,7 +201,9 @@ def _count_true(column: pd.Series):
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Win rate and median speedups of ours beside the paper's (41.7 %, 1.552x), plus the floor target's tally."""
+    """Win rate and median speedups of ours beside the paper's (41.7 %, 1.552x), plus the floor target's tally and
+    the launch-aware view (launch latency, launch-bound problems, memory-bound problems within the target of
+    floor + one launch; ``None`` when the machine has no launch latency)."""
     ok = table[(table["correct"] == True) & table["speedup_vs_eager"].notna()]  # noqa: E712
     wins = ok[ok["speedup_vs_eager"] > 1]
     mem = table[table["bound"] == "memory"]
@@ -189,9 +219,21 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
          PAPER_MEDIAN_SPEEDUP),
         ("median speedup vs eager, wins only", statistics.median(wins["speedup_vs_eager"]) if len(wins) else None,
          PAPER_MEDIAN_SPEEDUP),
+        ("wins over eager, significant", _count_true(wins["speedup_significant"]) if len(wins) else None, None),
+        ("wins over eager, interquartile ranges disjoint", int((wins["ours_q3_ms"] < wins["eager_q1_ms"]).sum())
+         if len(wins) and wins["eager_q1_ms"].notna().all() else None, None),
         ("wins over torch.compile", int((ok["speedup_vs_compile"] > 1).sum()), None),
         ("memory-bound problems", len(mem), None),
         (f"memory-bound within {FLOOR_TARGET}x of floor", len(within), None),
+    ]
+    launch = table["launch_ms"].dropna()
+    measured = len(launch) > 0
+    near = mem[mem["ours_over_floor_plus_launch"].notna() & (mem["ours_over_floor_plus_launch"] <= FLOOR_TARGET)]
+    rows += [
+        ("launch latency, empty Triton kernel (ms)", float(launch.iloc[0]) if measured else None, None),
+        (f"launch-bound problems (floor < {LAUNCH_BOUND_FACTOR:g} launches)",
+         int((table["launch_bound"] == True).sum()) if measured else None, None),  # noqa: E712
+        (f"memory-bound within {FLOOR_TARGET}x of floor + 1 launch", len(near) if measured else None, None),
     ]
     return pd.DataFrame(rows, columns=["quantity", "ours", "paper"])
 
@@ -203,3 +245,106 @@ def long_times(table: pd.DataFrame) -> pd.DataFrame:
     out["variant"] = out["variant"].map(cols)
     out["label"] = out["problem_id"].astype(str) + " " + out["problem"]
     return out.dropna(subset=["ms"])
+
+
+def launch_view(table: pd.DataFrame) -> pd.DataFrame:
+    """Per problem the floor beside one launch latency: ``problem_id``, ``problem``, ``bound``, ``floor_ms``,
+    ``launch_ms``, ``floor_in_launches`` (floor / launch), ``launch_bound``, ``ours_over_floor`` and
+    ``ours_over_floor_plus_launch`` (NaN / None where the machine has no launch latency)."""
+    view = table[["problem_id", "problem", "bound", "floor_ms", "launch_ms", "launch_bound", "ours_over_floor",
+                  "ours_over_floor_plus_launch"]].copy()
+    view.insert(5, "floor_in_launches", view["floor_ms"] / view["launch_ms"])
+    return view
+
+
+def launch_latencies(machine: dict) -> dict:
+    """The medians (ms) of the machine's two launch measurements (:func:`kbstudy.dlrm_bench.roofline.measure_machine`,
+    timed as candidates are): ``triton_ms`` (an empty Triton kernel, ``details["launch_triton_ms"]``) and
+    ``torch_ms`` (a one-element ``zero_()``, ``details["launch_torch_ms"]``); ``None`` where not measured."""
+    details = (machine or {}).get("details") or {}
+    torch_samples = details.get("launch_torch_ms")
+    return {"triton_ms": launch_latency_ms(machine),
+            "torch_ms": statistics.median(torch_samples) if torch_samples else None}
+
+
+def launch_gap(table: pd.DataFrame) -> pd.DataFrame:
+    """Per memory-bound problem, the floor against one launch: ``floor_ms``, ``ours_ms``, ``ours_over_floor``,
+    ``best_ratio_one_launch`` (``1 + launch / floor``: the best ratio to the floor any kernel timed per call can
+    reach, its own time aside), ``target_reachable`` (that best ratio within :data:`FLOOR_TARGET`),
+    ``gap_in_launches`` (``(ours - floor) / launch``) and ``ours_over_floor_plus_launch``. Launch columns NaN / None
+    where the machine has no launch latency."""
+    mem = table[table["bound"] == "memory"]
+    out = mem[["problem_id", "problem", "floor_ms", "ours_ms", "ours_over_floor", "launch_ms"]].copy()
+    out["best_ratio_one_launch"] = 1 + out["launch_ms"] / out["floor_ms"]
+    out["target_reachable"] = [None if b != b else bool(b <= FLOOR_TARGET) for b in out["best_ratio_one_launch"]]
+    out["gap_in_launches"] = (out["ours_ms"] - out["floor_ms"]) / out["launch_ms"]
+    out["ours_over_floor_plus_launch"] = mem["ours_over_floor_plus_launch"]
+    return out.reset_index(drop=True)
+
+
+def _ids(rows: pd.DataFrame) -> str:
+    return ", ".join(str(i) for i in rows["problem_id"])
+
+
+def floor_notes(table: pd.DataFrame, machine: dict) -> list[str]:
+    """The floor target in sentences, every number from the records: which memory-bound problems are within
+    :data:`FLOOR_TARGET` of their floor, and how much of the gap one launch (the machine's measured latency) explains."""
+    gap = launch_gap(table)
+    timed = gap[gap["ours_over_floor"].notna()]
+    if not len(timed):
+        return ["no memory-bound problem has both a kernel time and a floor"]
+    within = timed[timed["ours_over_floor"] <= FLOOR_TARGET]
+    best = timed.sort_values("ours_over_floor").head(2)
+    notes = [f"memory-bound problems within {FLOOR_TARGET}x of the floor: "
+             + (", ".join(f"{r.problem_id} {r.problem} ({r.ours_over_floor:.2f}x)" for r in within.itertuples())
+                if len(within) else "none")
+             + " (closest: " + ", ".join(f"{r.problem_id} at {r.ours_over_floor:.2f}x" for r in best.itertuples())
+             + f"; {len(timed)} memory-bound problems)"]
+    lat = launch_latencies(machine)
+    if lat["triton_ms"] is None:
+        notes.append("launch latency not measured for this machine: the gap to the floor is not split")
+        return notes
+    torch_part = f", a one-element torch op {lat['torch_ms'] * 1e3:.1f} us" if lat["torch_ms"] is not None else ""
+    notes.append(f"one launch, timed as candidates are: an empty Triton kernel {lat['triton_ms'] * 1e3:.1f} us"
+                 f"{torch_part} (medians of machine.json's details.launch_triton_ms / launch_torch_ms); a problem "
+                 f"needs a floor of at least {1 / (FLOOR_TARGET - 1):g} launches "
+                 f"({lat['triton_ms'] / (FLOOR_TARGET - 1) * 1e3:.1f} us) for {FLOOR_TARGET}x to be reachable at all")
+    out_of_reach = timed[timed["target_reachable"] == False]  # noqa: E712
+    if len(out_of_reach):
+        notes.append(
+            f"out of reach for {len(out_of_reach)} (problems {_ids(out_of_reach)}): floors "
+            f"{out_of_reach['floor_ms'].min() * 1e3:.1f}-{out_of_reach['floor_ms'].max() * 1e3:.1f} us, so a kernel "
+            f"timed per call reaches at best {out_of_reach['best_ratio_one_launch'].min():.2f}-"
+            f"{out_of_reach['best_ratio_one_launch'].max():.2f}x; against floor + one launch ours are "
+            f"{out_of_reach['ours_over_floor_plus_launch'].min():.2f}-{out_of_reach['ours_over_floor_plus_launch'].max():.2f}x")
+    reachable = timed[timed["target_reachable"] == True]  # noqa: E712
+    if len(reachable):
+        notes.append(
+            f"reachable for {len(reachable)} (problems {_ids(reachable)}): floors "
+            f"{reachable['floor_ms'].min() * 1e3:.1f}-{reachable['floor_ms'].max() * 1e3:.1f} us, one launch costs "
+            f"only {reachable['best_ratio_one_launch'].min():.2f}-{reachable['best_ratio_one_launch'].max():.2f}x; "
+            f"ours are {reachable['ours_over_floor_plus_launch'].min():.2f}-"
+            f"{reachable['ours_over_floor_plus_launch'].max():.2f}x of floor + one launch: ours exceed the floor by "
+            f"{reachable['gap_in_launches'].min():.1f}-{reachable['gap_in_launches'].max():.1f} launches' worth, of "
+            f"which one launch explains one; the rest is the kernels' own (bandwidth below the copy's, and further "
+            f"launches or library work where a kernel has them)")
+    return notes
+
+
+def compare_runs(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
+    """Per problem present in both tables (:func:`load_run`): our kernel's median time before and after
+    (``before_ms``, ``after_ms``, ``after_over_before``: below 1 means faster now), correctness in each, ratio to
+    each run's floor, and each run's eager time (the baseline moves between runs too: ``eager_after_over_before``)."""
+    cols = ["problem_id", "problem", "ours_ms", "correct", "ours_over_floor", "eager_ms", "speedup_vs_eager"]
+    both = before[cols].merge(after[cols], on=["problem_id", "problem"], suffixes=("_before", "_after"))
+    out = pd.DataFrame({
+        "problem_id": both["problem_id"], "problem": both["problem"],
+        "before_ms": both["ours_ms_before"], "after_ms": both["ours_ms_after"],
+        "after_over_before": both["ours_ms_after"] / both["ours_ms_before"],
+        "before_correct": both["correct_before"], "after_correct": both["correct_after"],
+        "before_over_floor": both["ours_over_floor_before"], "after_over_floor": both["ours_over_floor_after"],
+        "before_speedup_vs_eager": both["speedup_vs_eager_before"],
+        "after_speedup_vs_eager": both["speedup_vs_eager_after"],
+        "eager_after_over_before": both["eager_ms_after"] / both["eager_ms_before"],
+    })
+    return out.sort_values("problem_id").reset_index(drop=True)

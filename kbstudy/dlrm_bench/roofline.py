@@ -16,6 +16,15 @@ The *floor* of a problem is the shortest time the machine could possibly take:
 Measured values, never datasheet values (H200 datasheet: 4.8 TB/s HBM3e, ~990 dense bf16 TFLOP/s). A problem is
 *memory-bound* when ``bytes / BW >= flops / rate``.
 
+**Launch latency** (a separate, launch-aware view; the floor's definition does not include it). Every timed call of
+the evaluation (:mod:`kbstudy.timing`) synchronises the device and records its start event on an idle GPU, so a
+call's time includes the host's work until its kernels are enqueued: at least one launch. :func:`measure_machine`
+therefore also times, with the same method (CUDA events, L2 flush, one call per sample), an empty Triton kernel
+(one program, one pointer argument) and a one-element ``torch`` op (a minimal CUDA kernel through PyTorch's
+dispatcher); :func:`launch_latency_ms` reads the median of the Triton one back. A problem whose floor is below
+:data:`LAUNCH_BOUND_FACTOR` such latencies is *launch-bound*: no kernel timed per call can come within 1.25x of its
+floor (the report flags it and adds ``ours / (floor + one launch)``; the floor itself is unchanged).
+
 Byte and FLOP formulas per problem are in :func:`compulsory_work` (sizes: B batch, L bag size, D dim, N table rows,
 s = bytes per element: 4 fp32, 2 bf16, 8 int64 indices).
 """
@@ -30,6 +39,8 @@ from typing import Sequence
 
 #: Problems whose arithmetic runs in bf16 (their FLOPs are charged at the bf16 matrix rate).
 BF16_PROBLEMS = frozenset({10, 11})
+#: A problem is launch-bound when its floor is below this many launch latencies (:func:`launch_latency_ms`).
+LAUNCH_BOUND_FACTOR = 3.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,7 +123,8 @@ def compulsory_work(problem_id: int, consts: dict, inputs: Sequence | None = Non
     10. DCN-v2, bf16: ``B W 2`` in + ``B W 2`` out + ``3 (2 W r + W) 2`` weights (W = 27 D, r = low rank);
         ``3 * 2 * 2 B W r`` (two GEMMs per layer) + ``3 * 3 B W`` epilogue.
     11. bottom MLP, bf16: ``B 13 2 + B 128 2 + sum(in out + out) 2``; ``2 B sum(in out)``.
-    12. loss head: ``B F 4 + B 4 + (F + 1) 4`` read, ``(2 + F + B F) 4`` written; ``4 B F``.
+    12. loss head: ``B F 4 + B 4 + (F + 1) 4`` read, ``(2 + F + B F) 4`` written; ``5 B F`` (logits ``2 B F``,
+        dL/dh ``B F``, dL/dw ``2 B F``; memory-bound by two orders of magnitude either way).
 
     Raises ``KeyError`` for an unknown problem id or a missing constant, ``ValueError`` if inputs are needed but absent.
     """
@@ -175,7 +187,7 @@ def compulsory_work(problem_id: int, consts: dict, inputs: Sequence | None = Non
                     2 * B * sum(i * o for i, o in pairs), "bf16", "B 13 2 + B 128 2 + sum(in out + out) 2")
     if pid == 12:
         B, F = c["batch_size"], c["in_features"]
-        return Work(B * F * f32 + B * f32 + (F + 1) * f32 + (2 + F + B * F) * f32, 4 * B * F, "fp32",
+        return Work(B * F * f32 + B * f32 + (F + 1) * f32 + (2 + F + B * F) * f32, 5 * B * F, "fp32",
                     "B F 4 + B 4 + (F + 1) 4 + (2 + F + B F) 4")
     raise KeyError(f"unknown DLRM-Bench problem id {problem_id}")
 
@@ -200,7 +212,46 @@ def problem_floor(problem_id: int, consts: dict, machine: Machine, inputs: Seque
             "compute_ms": 1e3 * work.flops / machine.matmul_flops_per_s[work.precision]}
 
 
+def launch_latency_ms(machine: "Machine | dict") -> float | None:
+    """The median time (ms) of an empty Triton kernel launch timed as candidates are (``details["launch_triton_ms"]``
+    of :func:`measure_machine`); ``None`` for a machine measured before launch latencies were recorded, or where no
+    Triton launch could be timed."""
+    details = machine.details if isinstance(machine, Machine) else (machine or {}).get("details", {})
+    samples = (details or {}).get("launch_triton_ms")
+    return statistics.median(samples) if samples else None
+
+
+def launch_bound(floor_ms_value: float | None, launch_ms: float | None, factor: float = LAUNCH_BOUND_FACTOR):
+    """``True`` if the floor is below ``factor`` launch latencies, ``False`` if not, ``None`` if either is unknown."""
+    if floor_ms_value is None or launch_ms is None or floor_ms_value != floor_ms_value or launch_ms != launch_ms:
+        return None
+    return bool(floor_ms_value < factor * launch_ms)
+
+
 # --------------------------------------------------------------------------------------------- machine measurement
+
+
+def _empty_triton_launcher(device: str):
+    """A zero-argument callable launching an empty Triton kernel (grid (1,), one pointer argument) on ``device``, or
+    ``None`` where Triton cannot launch (no Triton; a CPU without ``TRITON_INTERPRET=1``)."""
+    import os
+
+    import torch
+
+    if not device.startswith("cuda") and os.environ.get("TRITON_INTERPRET") != "1":
+        return None
+    try:
+        import triton
+    except ImportError:
+        return None
+
+    @triton.jit
+    def _empty_kernel(x_ptr):
+        pass
+
+    buf = torch.zeros(1, device=device)
+    return lambda: _empty_kernel[(1,)](buf)
+
 
 
 def measure_machine(device: str = "cuda", copy_bytes: int | None = None, matmul_n: int | None = None,
@@ -213,7 +264,13 @@ def measure_machine(device: str = "cuda", copy_bytes: int | None = None, matmul_
     project's one timer: CUDA events on a GPU, ``time.perf_counter_ns`` on a CPU) with ``clear_l2=False`` (a 4 GiB
     copy does not fit any L2, and an L2 flush before a GEMM would only add noise), at least 2 warm-up calls, then
     ``reps`` timed calls (``max(3, reps // 4)`` for the slow fp32 GEMM); the *fastest* call is used (a floor must not
-    be slower than anything the machine did). Raises ``RuntimeError`` if ``device`` is CUDA and none is available.
+    be slower than anything the machine did).
+
+    Launch latency (``details``: ``launch_triton_ms``, ``launch_torch_ms``, ``reps`` samples each): an empty Triton
+    kernel and a one-element ``zero_()`` timed exactly as candidates are (``time_callable`` with its L2 flush:
+    synchronise, start event on an idle device, the call, end event), so each sample is the host-to-device latency of
+    one launch plus an empty kernel. ``launch_triton_ms`` is absent where Triton cannot launch (a CPU without
+    ``TRITON_INTERPRET=1``). Raises ``RuntimeError`` if ``device`` is CUDA and none is available.
     """
     import torch
 
@@ -260,5 +317,15 @@ def measure_machine(device: str = "cuda", copy_bytes: int | None = None, matmul_
 
         name, l2, method = f"CPU: {cpu_name()}", 0, "kbstudy.timing.time_callable: cpu_perf_counter"
     details["copy_ms_median"] = statistics.median(copy_ms)
+
+    def launch_timer(fn) -> list[float]:
+        return time_callable(fn, device=str(dev), warmup_ms=0.0, min_warmup=3, budget_ms=0.0, min_reps=reps,
+                             max_reps=reps, clear_l2=True)
+
+    one = torch.zeros(1, device=dev)
+    details["launch_torch_ms"] = launch_timer(lambda: one.zero_())
+    launcher = _empty_triton_launcher(str(dev))
+    if launcher is not None:
+        details["launch_triton_ms"] = launch_timer(launcher)
     return Machine(device=dev.type, name=name, bandwidth_bytes_per_s=2.0 * copy_bytes / (min(copy_ms) * 1e-3),
                    matmul_flops_per_s=rates, l2_bytes=l2, method=method, details=details)

@@ -124,21 +124,22 @@ def test_candidate_reverification(records):
                                                                                        "precision"])
     claude = table.loc[("NVIDIA H200, full size", "claude-3.5-sonnet", "fp32")]
     assert (claude.evaluated, claude.kernelbench_correct, claude.kbstudy_correct, claude.kernelbench_only) == (3, 3, 3, 0)
-    # DLRM-Bench's 3-layer DCN at bf16: fails KernelBench's 1e-2 (summation order) but not kbstudy's relative check
+    # DLRM-Bench's bf16 kernels (10, 11) on the CPU: the issue-6 DCN kernel rounds as eager does (three roundings per
+    # layer), so both pass both checks; the former one failed KernelBench's 1e-2 (a kbstudy-only pass)
     dcn = table.loc[("AMD EPYC, 1/512 size", "kbstudy-triton", "bf16")]
-    assert (dcn.kernelbench_correct, dcn.kbstudy_correct, dcn.kbstudy_only) == (1, 2, 1)
+    assert (dcn.kernelbench_correct, dcn.kbstudy_correct, dcn.kbstudy_only) == (2, 2, 0)
     dis = audit.disagreements(records["ev"], ["fp32", "bf16"])
-    assert dis.problem_name.tolist() == ["10_DCNv2LowRankCross.py"]
+    assert dis.empty
 
 
 def test_thresholds_and_proposed_verdict(records):
     f, ev = records["findings"], records["ev"]
     evidence = audit.threshold_evidence(f, ev, ["fp32", "bf16"]).set_index(["precision", "metric"])
     # the fixed thresholds are for well-conditioned problems: KL divergence at bf16 (reference error 0.085) and the
-    # unjudgeable L2/37 are left out, so the worst honest bf16 value is DLRM-Bench's bottom MLP kernel (5.46e-3)
+    # unjudgeable L2/37 are left out, so the worst honest bf16 value is DLRM-Bench's DCN kernel (3.52e-3)
     bf16 = evidence.loc[("bf16", "rel_l2_error")]
-    assert bf16.honest_max == pytest.approx(5.461239e-3, rel=1e-6)
-    assert bf16.honest_max_at == "candidate: kbstudy-triton DLRM/11"
+    assert bf16.honest_max == pytest.approx(3.522886e-3, rel=1e-6)
+    assert bf16.honest_max_at == "candidate: kbstudy-triton DLRM/10"
     fp32 = evidence.loc[("fp32", "rel_l2_error")]
     assert fp32.honest_max < 1e-5
     # the TF32 stand-in counts where kbstudy's L2 check admits it: fp16 arithmetic on KL divergence (1.18e-3) does not

@@ -77,3 +77,33 @@ def test_measure_machine_on_cpu():
     assert m.bandwidth_bytes_per_s > 1e8
     assert set(m.matmul_flops_per_s) == {"bf16", "fp32"} and all(v > 0 for v in m.matmul_flops_per_s.values())
     assert Machine.from_dict(__import__("json").loads(m.to_json())) == m
+
+
+def test_problem12_flops_count_forward_and_backward():
+    """logits (2 B F) + dL/dh (B F) + dL/dw (2 B F): 5 B F (was 4 B F; the floor, memory-bound, is unchanged)."""
+    c12 = _numeric_constants(exec_source(load_dlrm_problems(problem_ids=[12])[0].source, "p12"))
+    w12 = compulsory_work(12, c12)
+    assert w12.flops == 5 * 65536 * 256
+    assert floor_ms(w12, MACHINE)[1] == "memory"
+
+
+def test_launch_latency_and_launch_bound():
+    from kbstudy.dlrm_bench.roofline import LAUNCH_BOUND_FACTOR, launch_bound, launch_latency_ms
+
+    assert launch_latency_ms(MACHINE) is None and launch_latency_ms({}) is None  # measured before launches were
+    m = {"details": {"launch_triton_ms": [0.030, 0.010, 0.012], "launch_torch_ms": [0.005]}}
+    assert launch_latency_ms(m) == pytest.approx(0.012)  # the median of the Triton samples
+    assert LAUNCH_BOUND_FACTOR == 3.0
+    assert launch_bound(0.007, 0.012) is True and launch_bound(0.5, 0.012) is False
+    assert launch_bound(0.75, 0.25) is False and launch_bound(0.74, 0.25) is True  # below 3 launches, strictly
+    assert launch_bound(None, 0.012) is None and launch_bound(0.1, None) is None
+    assert launch_bound(float("nan"), 0.012) is None
+
+
+def test_measure_machine_times_a_launch_on_cpu():
+    import os
+
+    m = measure_machine("cpu", copy_bytes=1 << 20, matmul_n=64, reps=3)
+    assert len(m.details["launch_torch_ms"]) == 3 and all(t > 0 for t in m.details["launch_torch_ms"])
+    if os.environ.get("TRITON_INTERPRET") != "1":  # Triton launches on a CPU only under the interpreter
+        assert "launch_triton_ms" not in m.details

@@ -3,24 +3,99 @@
 Per layer two Triton GEMMs (bf16 operands, fp32 accumulation, grouped tile order for L2 reuse):
 ``u = x_l V^T`` and ``x_{l+1} = x_0 * (u W^T + b) + x_l`` with the bias, the multiply by x_0 and the residual add
 fused into the second GEMM's epilogue, so the eager path's two elementwise passes over [batch, 3456] per layer vanish.
-Under ``TRITON_INTERPRET=1`` the operands are upcast to fp32 before ``tl.dot`` (the interpreter's bf16 dot is wrong
-in Triton 3.9); on a GPU they stay bf16.
+
+**Rounding as eager.** Eager PyTorch rounds to bf16 after each of its three steps (``addmm`` with the bias, then
+``x0 * y``, then ``+ x``); the epilogue does the same three roundings (``y = bf16(acc + b)``,
+``t = bf16(x0 * y)``, ``out = bf16(t + x_l)``) instead of one fp32 ``x0 * acc + x_l``. With one rounding the
+result is closer to float64 but differs from eager's by up to a bf16 ulp at most elements, and three layers of that
+exceeded KernelBench's bf16 tolerance (atol = rtol = 1e-2, under a few ulps of values near 8): KernelBench compares
+against eager, kbstudy against float64, and this way both pass with the remaining differences coming only from the
+GEMMs' summation order.
+
+Why it should approach the floor (compute-bound: 174 GFLOP, 224 us at the measured bf16 rate): each GEMM is a
+Hopper-friendly tiling picked by ``triton.autotune`` (keyed on M, N, K and the epilogue) among a few configurations
+(128x256 for the first GEMM's 512 columns: one wave of 128 tiles; 128x128, 64x256 and 64x128 tiles, whose shared
+memory lets 2-3 CTAs share an SM, so one CTA's memory-bound epilogue overlaps another's main loop, which matters for
+the second GEMM whose K is only 512); one config under
+``TRITON_INTERPRET=1``. Under the interpreter the operands are upcast to fp32 before ``tl.dot`` (the interpreter's
+bf16 dot is wrong in Triton 3.9) and fp32 -> bf16 casts are rounded to nearest even by hand (the interpreter
+truncates, GPUs round to nearest even); on a GPU the operands stay bf16 and the casts are native.
 """
 import os
 
 import torch
 import torch.nn as nn
 import triton
+import triton.testing
 import triton.language as tl
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
+#: sm_90 (Triton 3.9 ptxas), registers for the plain / the x0 * y + x epilogue, shared memory: 128x256 184 / 255
+#: (spills), 144 KB; 128x128 (8 warps) 109 / 142, 96 KB; 64x256 104 / 144, 120 KB; 64x128 (4 warps) 115 / 145, 72 KB.
+#: The two GEMM shapes of a layer are tuned separately (the key includes N, K and the epilogue).
+_CONFIGS = [
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64}, num_warps=4, num_stages=3),
+]
+if _INTERPRET:
+    _CONFIGS = [triton.Config({"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}, num_warps=4, num_stages=1)]
+
 
 @triton.jit
+def _round(x, out_ty: tl.constexpr, RNE: tl.constexpr):
+    """``x.to(out_ty)``; with ``RNE`` (interpreter, bf16) rounded to nearest even by hand first: Triton 3.9's
+    interpreter truncates fp32 -> bf16, while GPUs (and eager PyTorch) round to nearest even."""
+    if RNE:
+        bits = x.to(tl.int32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
+        x = bits.to(tl.float32, bitcast=True)
+    return x.to(out_ty)
+
+
+def _bench(kernel_call, quantiles):
+    """Autotuning benchmark: ``triton.testing.do_bench`` with 5 ms of warm-up and 25 ms of timed calls (instead of
+    25 / 100) per config, to keep the first call's tuning short."""
+    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
+
+
+#: the tuned launch arguments per shape key (see :func:`_launch`)
+_TUNED = {}
+
+
+def _launch(kernel, key, grid, *args, **kwargs):
+    """``kernel[grid](*args, **kwargs)`` for the ``triton.autotune``-d ``kernel``. The first call for ``key`` (the
+    shapes and dtypes the tuning depends on) goes through the autotuner, which benchmarks its configs once and launches
+    the best; later calls launch the underlying ``JITFunction`` with that config's arguments directly, skipping the
+    autotuner's per-call bookkeeping (argument dicts, key building: ~9 us of host time per call measured on a
+    2-core CPU machine)."""
+    tuned = _TUNED.get(key)
+    if tuned is None:
+        kernel[grid](*args, **kwargs)
+        best = getattr(kernel, "best_config", None)
+        if best is not None:
+            _TUNED[key] = best.all_kwargs()
+        return
+    kernel.fn[grid](*args, **kwargs, **tuned)
+
+
+def _prune(configs, named_args, **kwargs):
+    """The 128x256 tile spills with the x0 * y + x epilogue (255 registers on sm_90): tried for the plain GEMM only."""
+    if kwargs.get("EPILOGUE") == 2:
+        return [c for c in configs if c.kwargs["BLOCK_M"] * c.kwargs["BLOCK_N"] < 128 * 256] or configs
+    return configs
+
+
+@triton.autotune(configs=_CONFIGS, key=["M", "N", "K", "EPILOGUE"], do_bench=_bench,
+                 prune_configs_by={"early_config_prune": _prune})
+@triton.jit
 def _linear_kernel(a_ptr, w_ptr, bias_ptr, x0_ptr, xl_ptr, c_ptr, M, N, K, stride_am, stride_wn, stride_cm,
-                   HAS_BIAS: tl.constexpr, EPILOGUE: tl.constexpr, UPCAST: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    """C[M, N] = epilogue(A[M, K] @ W[N, K]^T). EPILOGUE 0: +bias; 1: relu(+bias); 2: x0 * (+bias) + xl."""
+                   HAS_BIAS: tl.constexpr, EPILOGUE: tl.constexpr, UPCAST: tl.constexpr, RNE: tl.constexpr,
+                   GROUP_M: tl.constexpr,
+                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """C[M, N] = epilogue(A[M, K] @ W[N, K]^T). EPILOGUE 0: (+bias); 2: x0 * bf(+bias) + xl with eager's roundings."""
     pid = tl.program_id(0)
     num_m = tl.cdiv(M, BLOCK_M)
     num_n = tl.cdiv(N, BLOCK_N)
@@ -47,36 +122,31 @@ def _linear_kernel(a_ptr, w_ptr, bias_ptr, x0_ptr, xl_ptr, c_ptr, M, N, K, strid
         acc = tl.dot(a, w, acc)
         a_ptrs += BLOCK_K
         w_ptrs += BLOCK_K
+    out_ty = c_ptr.dtype.element_ty
     if HAS_BIAS:
         acc += tl.load(bias_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)[None, :]
     cmask = mmask[:, None] & nmask[None, :]
-    if EPILOGUE == 1:
-        acc = tl.maximum(acc, 0.0)
     if EPILOGUE == 2:
+        # eager: y = addmm(...) -> bf16; t = x0 * y -> bf16; out = t + x -> bf16
+        y = _round(acc, out_ty, RNE).to(tl.float32)
         x0 = tl.load(x0_ptr + offs_m[:, None] * stride_cm + offs_n[None, :], mask=cmask, other=0.0).to(tl.float32)
+        t = _round(x0 * y, out_ty, RNE).to(tl.float32)
         xl = tl.load(xl_ptr + offs_m[:, None] * stride_cm + offs_n[None, :], mask=cmask, other=0.0).to(tl.float32)
-        acc = x0 * acc + xl
-    tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :], acc.to(c_ptr.dtype.element_ty), mask=cmask)
+        acc = t + xl
+    tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :], _round(acc, out_ty, RNE), mask=cmask)
 
 
 def linear(a, weight, bias=None, epilogue=0, x0=None, xl=None):
-    """``epilogue(a @ weight.T + bias)`` for a [M, K] and weight [N, K] (nn.Linear layout), output dtype of ``a``."""
-    a = a.contiguous()
-    weight = weight.contiguous()
+    """``epilogue(a @ weight.T + bias)`` for a [M, K] and weight [N, K] (nn.Linear layout), output dtype of ``a``.
+    ``a``, ``weight``, ``x0``, ``xl`` must be contiguous (the caller makes them so once)."""
     m, k = a.shape
     n = weight.shape[0]
     c = torch.empty(m, n, device=a.device, dtype=a.dtype)
-    if _INTERPRET:
-        bm, bn, bk, warps, stages = 32, 32, 32, 4, 1
-    else:
-        bm, bn, bk, warps, stages = (64 if n <= 512 else 128), 128, 64, 8, 3
-    bk = max(16, min(bk, triton.next_power_of_2(k)))
-    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-    dummy = c
-    _linear_kernel[grid](a, weight, bias if bias is not None else dummy, x0 if x0 is not None else dummy,
-                         xl if xl is not None else dummy, c, m, n, k, a.stride(0), weight.stride(0), c.stride(0),
-                         HAS_BIAS=bias is not None, EPILOGUE=epilogue, UPCAST=_INTERPRET,
-                         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=warps, num_stages=stages)
+    key = (m, n, k, epilogue, bias is not None, a.dtype, a.device)
+    _launch(_linear_kernel, key, lambda meta: (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),),
+            a, weight, bias if bias is not None else c, x0 if x0 is not None else c, xl if xl is not None else c, c,
+            m, n, k, a.stride(0), weight.stride(0), c.stride(0), HAS_BIAS=bias is not None, EPILOGUE=epilogue,
+            UPCAST=_INTERPRET, RNE=_INTERPRET and a.dtype == torch.bfloat16, GROUP_M=8)
     return c
 
 
@@ -92,6 +162,9 @@ class ModelNew(nn.Module):
         x0 = x.contiguous()
         x = x0
         for v, w in zip(self.V, self.W):
-            u = linear(x, v.weight.to(x.dtype))
-            x = linear(u, w.weight.to(x.dtype), w.bias.to(x.dtype), epilogue=2, x0=x0, xl=x)
+            vw, ww, wb = v.weight, w.weight, w.bias
+            if vw.dtype != x.dtype or ww.dtype != x.dtype or not (vw.is_contiguous() and ww.is_contiguous()):
+                vw, ww, wb = vw.contiguous().to(x.dtype), ww.contiguous().to(x.dtype), wb.to(x.dtype)
+            u = linear(x, vw)
+            x = linear(u, ww, wb, epilogue=2, x0=x0, xl=x)
         return x

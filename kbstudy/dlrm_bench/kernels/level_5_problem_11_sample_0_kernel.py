@@ -1,85 +1,141 @@
 """kbstudy-triton candidate for DLRM-Bench problem 11 (bottom MLP 13 -> 512 -> 256 -> 128, ReLU, bf16).
 
-One Triton GEMM per layer with bias and ReLU fused into the epilogue (3 launches instead of eager's 3 ``addmm`` +
-3 ReLU kernels). K = 13 is padded to one 16-wide ``tl.dot`` step by masking. Under ``TRITON_INTERPRET=1`` the
-operands are upcast to fp32 before ``tl.dot`` (the interpreter's bf16 dot is wrong in Triton 3.9).
+**One launch for the whole MLP.** A program owns ``BLOCK_M`` rows of x and carries them through all three layers
+without writing an intermediate to memory:
+
+1. layer 1 is computed ``BLOCK_H1`` hidden units at a time (``x [BLOCK_M, 16] @ W1^T``, K = 13 padded to one
+   16-wide ``tl.dot`` step by masking), its bias and ReLU applied in fp32 and the chunk rounded to bf16 -- exactly
+   the value eager PyTorch stores after its first ``addmm`` (``relu`` commutes with rounding);
+2. each chunk is immediately consumed by layer 2 (``acc2 += h1_chunk @ W2[:, chunk]^T``), so the [BLOCK_M, 512]
+   activation never exists in full;
+3. ``h2 = bf16(relu(acc2 + b2))`` then ``out = bf16(relu(h2 @ W3^T + b3))`` (one ``tl.dot`` with K = 256).
+
+Why it should approach the floor: the problem's floor is 3.6 us of bf16 Tensor Core work (2.8 GFLOP) and 2.7 MB of
+traffic, far below one launch; eager PyTorch pays 6 dispatches (3 ``addmm`` + 3 ``relu``) and the former kernel 3
+Triton launches. Here the whole call is 1 launch and 1 allocation (the output); the weights (340 KB) are re-read by
+every program from L2, and the inputs/outputs (213 KB / 2 MB) cross DRAM once. The time left is the launch itself (see
+the launch-aware view of notebook 4). ``triton.autotune`` picks BLOCK_M / BLOCK_H1 / warps per shape on the GPU (one
+config under ``TRITON_INTERPRET=1``).
+
+Under ``TRITON_INTERPRET=1`` the operands are upcast to fp32 before ``tl.dot`` (the interpreter's bf16 dot is wrong in
+Triton 3.9) and fp32 -> bf16 casts are rounded to nearest even by hand (the interpreter truncates); on a GPU the
+operands stay bf16 with fp32 accumulation, as cuBLAS does, and the casts are native (round to nearest even).
 """
 import os
 
 import torch
 import torch.nn as nn
 import triton
+import triton.testing
 import triton.language as tl
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
+#: sm_90 (Triton 3.9 ptxas): 64-row configs use wgmma (128 regs, 96 KB smem), 32-row ones mma.sync (152-164 regs,
+#: 80 KB); none spills. 128-row tiles spill (acc2 alone is 128 regs/thread at 8 warps) and are left out.
+_CONFIGS = [
+    triton.Config({"BLOCK_M": 64, "BLOCK_H1": 64}, num_warps=8, num_stages=2),
+    triton.Config({"BLOCK_M": 64, "BLOCK_H1": 32}, num_warps=8, num_stages=2),
+    triton.Config({"BLOCK_M": 32, "BLOCK_H1": 64}, num_warps=4, num_stages=2),
+    triton.Config({"BLOCK_M": 32, "BLOCK_H1": 32}, num_warps=4, num_stages=2),
+]
+if _INTERPRET:
+    _CONFIGS = [triton.Config({"BLOCK_M": 16, "BLOCK_H1": 16}, num_warps=4, num_stages=1)]
+
 
 @triton.jit
-def _linear_kernel(a_ptr, w_ptr, bias_ptr, x0_ptr, xl_ptr, c_ptr, M, N, K, stride_am, stride_wn, stride_cm,
-                   HAS_BIAS: tl.constexpr, EPILOGUE: tl.constexpr, UPCAST: tl.constexpr,
-                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-    """C[M, N] = epilogue(A[M, K] @ W[N, K]^T). EPILOGUE 0: +bias; 1: relu(+bias); 2: x0 * (+bias) + xl."""
+def _round(x, out_ty: tl.constexpr, RNE: tl.constexpr):
+    """``x.to(out_ty)``; with ``RNE`` (interpreter, bf16) rounded to nearest even by hand first: Triton 3.9's
+    interpreter truncates fp32 -> bf16, while GPUs (and eager PyTorch) round to nearest even."""
+    if RNE:
+        bits = x.to(tl.int32, bitcast=True)
+        bits = (bits + 0x7FFF + ((bits >> 16) & 1)) & -65536
+        x = bits.to(tl.float32, bitcast=True)
+    return x.to(out_ty)
+
+
+def _bench(kernel_call, quantiles):
+    """Autotuning benchmark: ``triton.testing.do_bench`` with 5 ms of warm-up and 25 ms of timed calls (instead of
+    25 / 100) per config, to keep the first call's tuning short."""
+    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
+
+
+#: the tuned launch arguments per shape key (see :func:`_launch`)
+_TUNED = {}
+
+
+def _launch(kernel, key, grid, *args, **kwargs):
+    """``kernel[grid](*args, **kwargs)`` for the ``triton.autotune``-d ``kernel``. The first call for ``key`` (the
+    shapes and dtypes the tuning depends on) goes through the autotuner, which benchmarks its configs once and launches
+    the best; later calls launch the underlying ``JITFunction`` with that config's arguments directly, skipping the
+    autotuner's per-call bookkeeping (argument dicts, key building: ~9 us of host time per call measured on a
+    2-core CPU machine)."""
+    tuned = _TUNED.get(key)
+    if tuned is None:
+        kernel[grid](*args, **kwargs)
+        best = getattr(kernel, "best_config", None)
+        if best is not None:
+            _TUNED[key] = best.all_kwargs()
+        return
+    kernel.fn[grid](*args, **kwargs, **tuned)
+
+
+@triton.autotune(configs=_CONFIGS, key=["M", "K1", "H1", "H2", "N3"], do_bench=_bench)
+@triton.jit
+def _mlp3_kernel(x_ptr, w1_ptr, b1_ptr, w2_ptr, b2_ptr, w3_ptr, b3_ptr, out_ptr, M,
+                 K1: tl.constexpr, H1: tl.constexpr, H2: tl.constexpr, N3: tl.constexpr,
+                 BLOCK_K1: tl.constexpr, BLOCK_H2: tl.constexpr, BLOCK_N3: tl.constexpr, UPCAST: tl.constexpr,
+                 RNE: tl.constexpr,
+                 BLOCK_M: tl.constexpr, BLOCK_H1: tl.constexpr):
+    """out = relu(relu(relu(x W1^T + b1) W2^T + b2) W3^T + b3) for BLOCK_M rows; weights in nn.Linear layout [out, in],
+    all contiguous. Each layer's output is rounded to the output dtype before the next layer, as eager does."""
     pid = tl.program_id(0)
-    num_m = tl.cdiv(M, BLOCK_M)
-    num_n = tl.cdiv(N, BLOCK_N)
-    group = GROUP_M * num_n
-    first_m = (pid // group) * GROUP_M
-    size_m = min(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % group) % size_m
-    pid_n = (pid % group) // size_m
-    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
-    offs_n = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)).to(tl.int64)
-    offs_k = tl.arange(0, BLOCK_K)
-    mmask = offs_m < M
-    nmask = offs_n < N
-    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :]
-    w_ptrs = w_ptr + offs_n[None, :] * stride_wn + offs_k[:, None]
-    acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-    for k in range(0, tl.cdiv(K, BLOCK_K)):
-        kmask = offs_k < K - k * BLOCK_K
-        a = tl.load(a_ptrs, mask=mmask[:, None] & kmask[None, :], other=0.0)
-        w = tl.load(w_ptrs, mask=kmask[:, None] & nmask[None, :], other=0.0)
+    rows = (pid * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    rmask = rows < M
+    k1 = tl.arange(0, BLOCK_K1)
+    k1mask = k1 < K1
+    x = tl.load(x_ptr + rows[:, None] * K1 + k1[None, :], mask=rmask[:, None] & k1mask[None, :], other=0.0)
+    n2 = tl.arange(0, BLOCK_H2)
+    n2mask = n2 < H2
+    acc2 = tl.zeros([BLOCK_M, BLOCK_H2], dtype=tl.float32)
+    for j0 in range(0, H1, BLOCK_H1):
+        j = j0 + tl.arange(0, BLOCK_H1)
+        jmask = j < H1
+        # layer 1 chunk: [BLOCK_M, BLOCK_K1] @ W1[j, :]^T -> [BLOCK_M, BLOCK_H1]
+        w1t = tl.load(w1_ptr + j[None, :] * K1 + k1[:, None], mask=k1mask[:, None] & jmask[None, :], other=0.0)
         if UPCAST:
-            a = a.to(tl.float32)
-            w = w.to(tl.float32)
-        acc = tl.dot(a, w, acc)
-        a_ptrs += BLOCK_K
-        w_ptrs += BLOCK_K
-    if HAS_BIAS:
-        acc += tl.load(bias_ptr + offs_n, mask=nmask, other=0.0).to(tl.float32)[None, :]
-    cmask = mmask[:, None] & nmask[None, :]
-    if EPILOGUE == 1:
-        acc = tl.maximum(acc, 0.0)
-    if EPILOGUE == 2:
-        x0 = tl.load(x0_ptr + offs_m[:, None] * stride_cm + offs_n[None, :], mask=cmask, other=0.0).to(tl.float32)
-        xl = tl.load(xl_ptr + offs_m[:, None] * stride_cm + offs_n[None, :], mask=cmask, other=0.0).to(tl.float32)
-        acc = x0 * acc + xl
-    tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :], acc.to(c_ptr.dtype.element_ty), mask=cmask)
-
-
-def linear(a, weight, bias=None, epilogue=0, x0=None, xl=None):
-    """``epilogue(a @ weight.T + bias)`` for a [M, K] and weight [N, K] (nn.Linear layout), output dtype of ``a``."""
-    a = a.contiguous()
-    weight = weight.contiguous()
-    m, k = a.shape
-    n = weight.shape[0]
-    c = torch.empty(m, n, device=a.device, dtype=a.dtype)
-    if _INTERPRET:
-        bm, bn, bk, warps, stages = 32, 32, 32, 4, 1
+            h1 = tl.dot(x.to(tl.float32), w1t.to(tl.float32))
+        else:
+            h1 = tl.dot(x, w1t)
+        h1 += tl.load(b1_ptr + j, mask=jmask, other=0.0).to(tl.float32)[None, :]
+        h1 = _round(tl.maximum(h1, 0.0), x_ptr.dtype.element_ty, RNE)
+        # layer 2 partial: [BLOCK_M, BLOCK_H1] @ W2[:, j]^T -> [BLOCK_M, BLOCK_H2]
+        w2t = tl.load(w2_ptr + n2[None, :] * H1 + j[:, None], mask=jmask[:, None] & n2mask[None, :], other=0.0)
+        if UPCAST:
+            acc2 = tl.dot(h1.to(tl.float32), w2t.to(tl.float32), acc2)
+        else:
+            acc2 = tl.dot(h1, w2t, acc2)
+    acc2 += tl.load(b2_ptr + n2, mask=n2mask, other=0.0).to(tl.float32)[None, :]
+    h2 = _round(tl.maximum(acc2, 0.0), x_ptr.dtype.element_ty, RNE)
+    n3 = tl.arange(0, BLOCK_N3)
+    n3mask = n3 < N3
+    w3t = tl.load(w3_ptr + n3[None, :] * H2 + n2[:, None], mask=n2mask[:, None] & n3mask[None, :], other=0.0)
+    if UPCAST:
+        acc3 = tl.dot(h2.to(tl.float32), w3t.to(tl.float32))
     else:
-        bm, bn, bk, warps, stages = (64 if n <= 512 else 128), 128, 64, 8, 3
-    bk = max(16, min(bk, triton.next_power_of_2(k)))
-    grid = (triton.cdiv(m, bm) * triton.cdiv(n, bn),)
-    dummy = c
-    _linear_kernel[grid](a, weight, bias if bias is not None else dummy, x0 if x0 is not None else dummy,
-                         xl if xl is not None else dummy, c, m, n, k, a.stride(0), weight.stride(0), c.stride(0),
-                         HAS_BIAS=bias is not None, EPILOGUE=epilogue, UPCAST=_INTERPRET,
-                         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=warps, num_stages=stages)
-    return c
+        acc3 = tl.dot(h2, w3t)
+    acc3 += tl.load(b3_ptr + n3, mask=n3mask, other=0.0).to(tl.float32)[None, :]
+    out = tl.maximum(acc3, 0.0)
+    tl.store(out_ptr + rows[:, None] * N3 + n3[None, :], _round(out, out_ptr.dtype.element_ty, RNE),
+             mask=rmask[:, None] & n3mask[None, :])
+
+
+def _grid(meta, m):
+    return (triton.cdiv(m, meta["BLOCK_M"]),)
 
 
 class ModelNew(nn.Module):
-    """Same parameters, in the same order, as the problem's ``Model``; forward is one fused Triton GEMM per layer."""
+    """Same parameters, in the same order, as the problem's ``Model``; forward is one Triton launch."""
 
     def __init__(self, num_dense_features: int, hidden1: int, hidden2: int, out_features: int):
         super().__init__()
@@ -87,6 +143,18 @@ class ModelNew(nn.Module):
         self.layers = nn.ModuleList(nn.Linear(a, b, dtype=torch.bfloat16) for a, b in zip(sizes[:-1], sizes[1:]))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        for layer in self.layers:
-            x = linear(x, layer.weight.to(x.dtype), layer.bias.to(x.dtype), epilogue=1)
-        return x
+        l1, l2, l3 = self.layers
+        w1, w2, w3 = l1.weight, l2.weight, l3.weight
+        if not (x.dtype == w1.dtype == w2.dtype == w3.dtype and x.is_contiguous() and w1.is_contiguous()
+                and w2.is_contiguous() and w3.is_contiguous()):
+            x, w1, w2, w3 = x.contiguous(), w1.contiguous().to(x.dtype), w2.contiguous().to(x.dtype), \
+                w3.contiguous().to(x.dtype)
+        m, k1 = x.shape
+        h1, h2, n3 = w1.shape[0], w2.shape[0], w3.shape[0]
+        out = torch.empty(m, n3, device=x.device, dtype=x.dtype)
+        _launch(_mlp3_kernel, (m, k1, h1, h2, n3, x.dtype, l1.bias.dtype, x.device), lambda meta: _grid(meta, m),
+                x, w1, l1.bias, w2, l2.bias, w3, l3.bias, out, m, K1=k1, H1=h1, H2=h2, N3=n3,
+                BLOCK_K1=max(16, triton.next_power_of_2(k1)), BLOCK_H2=max(16, triton.next_power_of_2(h2)),
+                BLOCK_N3=max(16, triton.next_power_of_2(n3)), UPCAST=_INTERPRET,
+                RNE=_INTERPRET and x.dtype == torch.bfloat16)
+        return out

@@ -1,11 +1,24 @@
 """kbstudy-triton candidate for DLRM-Bench problem 12 (256 -> 1 head, sigmoid, BCE mean loss, forward + backward).
 
-Two launches, h read once and dL/dh written once:
+**One launch**, h read once and dL/dh written once (the compulsory traffic):
 
-1. ``_bce_head_kernel``: a program takes ``BLOCK_B`` rows of h: logits = h w + b, the stable BCE-with-logits terms
-   ``max(x, 0) - x y + log(1 + exp(-|x|))``, ``g = (sigmoid(x) - y) / B``, writes ``dL/dh = g w`` into the output and
-   its partial sums of loss, ``g h`` (for dL/dw) and ``g`` (for dL/db) into a [programs, in_features + 2] buffer.
-2. ``_reduce_partials_kernel``: column sums of that buffer give loss, dL/dw and dL/db (deterministic, no atomics).
+* ``P`` programs (a few per SM) stride over ``BLOCK_B``-row tiles of h: logits ``x = h w + b``, the stable
+  BCE-with-logits terms ``max(x, 0) - x y + log(1 + exp(-|x|))``, ``g = (sigmoid(x) - y) / B``, and
+  ``dL/dh = g w`` stored into the output; each program keeps its running sums of ``g h`` (for dL/dw), ``g`` (dL/db)
+  and the loss in registers and writes them once, as one row of a [P, F + 2] partials buffer.
+* The partials are reduced inside the same launch by the *last* programs to finish, in two levels (the classic
+  "threadfence reduction", as CUTLASS's semaphores do it: every program stores its row, synchronises its threads,
+  then one thread increments a counter with an acq_rel atomic; the program that sees the count complete knows every
+  row is visible): the last program of each group of ``GROUP`` programs sums its group's rows into a group row, and the
+  last group to finish sums the group rows and writes loss, dL/dw and dL/db. Each last program resets the counter it
+  used, so the counters are zero again for the next call. Fixed summation order (deterministic), no zero-fill, no
+  second launch, no spin-waiting (nothing ever waits for another program).
+
+Why it should approach the floor: the former version used 2048 one-tile programs plus a second launch whose 17
+programs walked the [2048, 258] partials column-strided. This one is one launch of 3 programs per SM (16-row tiles,
+8 warps, 80 registers on sm_90: 48 KB of h in flight per SM), and a tail of two short reductions (16 rows, then
+~25 group rows, from L2). The counters and the partials buffers are allocated once per device and reused (scratch,
+never returned).
 """
 import torch
 import torch.nn as nn
@@ -14,64 +27,122 @@ import triton.language as tl
 
 
 @triton.jit
-def _bce_head_kernel(h_ptr, y_ptr, w_ptr, b_ptr, out_ptr, part_ptr, B, F, inv_b,
-                     BLOCK_B: tl.constexpr, BLOCK_F: tl.constexpr):
-    p = tl.program_id(0)
-    rows = p.to(tl.int64) * BLOCK_B + tl.arange(0, BLOCK_B)
-    rmask = rows < B
+def _sum_rows(src_ptr, first, n_rows, F, BLOCK_P: tl.constexpr, BLOCK_F: tl.constexpr):
+    """Column sums of rows [first, first + n_rows) of a [*, F + 2] fp32 buffer: (sums of columns 0..F-1, of column F,
+    of column F + 1), in a fixed order. Loads go to L2 (``.cg``): the rows were written by other SMs."""
     f = tl.arange(0, BLOCK_F)
     fmask = f < F
-    m2 = rmask[:, None] & fmask[None, :]
-    h = tl.load(h_ptr + rows[:, None] * F + f[None, :], mask=m2, other=0.0)
-    w = tl.load(w_ptr + f, mask=fmask, other=0.0)
-    bias = tl.load(b_ptr)
-    x = tl.sum(h * w[None, :], axis=1) + bias
-    y = tl.load(y_ptr + rows, mask=rmask, other=0.0)
-    loss = tl.maximum(x, 0.0) - x * y + tl.log(1.0 + tl.exp(-tl.abs(x)))
-    g = (1.0 / (1.0 + tl.exp(-x)) - y) * inv_b
-    g = tl.where(rmask, g, 0.0)
-    loss = tl.where(rmask, loss, 0.0)
-    tl.store(out_ptr + 2 + F + rows[:, None] * F + f[None, :], g[:, None] * w[None, :], mask=m2)
     width = F + 2
-    tl.store(part_ptr + p * width + f, tl.sum(g[:, None] * h, axis=0), mask=fmask)
-    tl.store(part_ptr + p * width + F, tl.sum(g, axis=0))
-    tl.store(part_ptr + p * width + F + 1, tl.sum(loss, axis=0) * inv_b)
+    acc = tl.zeros([BLOCK_P, BLOCK_F], dtype=tl.float32)
+    acc_g = tl.zeros([BLOCK_P], dtype=tl.float32)
+    acc_l = tl.zeros([BLOCK_P], dtype=tl.float32)
+    for q0 in range(0, n_rows, BLOCK_P):
+        q = q0 + tl.arange(0, BLOCK_P)
+        qmask = q < n_rows
+        base = src_ptr + (first + q) * width
+        acc += tl.load(base[:, None] + f[None, :], mask=qmask[:, None] & fmask[None, :], other=0.0,
+                       cache_modifier=".cg")
+        acc_g += tl.load(base + F, mask=qmask, other=0.0, cache_modifier=".cg")
+        acc_l += tl.load(base + F + 1, mask=qmask, other=0.0, cache_modifier=".cg")
+    return tl.sum(acc, axis=0), tl.sum(acc_g, axis=0), tl.sum(acc_l, axis=0)
 
 
 @triton.jit
-def _reduce_partials_kernel(part_ptr, out_ptr, P, F, BLOCK_P: tl.constexpr, BLOCK_C: tl.constexpr):
-    c = tl.program_id(0) * BLOCK_C + tl.arange(0, BLOCK_C)
+def _bce_head_kernel(h_ptr, y_ptr, w_ptr, b_ptr, out_ptr, part_ptr, group_ptr, count_ptr, B, F, inv_b, n_tiles,
+                     BLOCK_B: tl.constexpr, BLOCK_F: tl.constexpr, GROUP: tl.constexpr, BLOCK_P: tl.constexpr):
+    p = tl.program_id(0)
+    P = tl.num_programs(0)
+    f = tl.arange(0, BLOCK_F)
+    fmask = f < F
+    w = tl.load(w_ptr + f, mask=fmask, other=0.0)
+    bias = tl.load(b_ptr)
+    gh = tl.zeros([BLOCK_B, BLOCK_F], dtype=tl.float32)
+    gsum = tl.zeros([BLOCK_B], dtype=tl.float32)
+    lsum = tl.zeros([BLOCK_B], dtype=tl.float32)
+    for t in range(p, n_tiles, P):
+        rows = (t * BLOCK_B + tl.arange(0, BLOCK_B)).to(tl.int64)
+        rmask = rows < B
+        m2 = rmask[:, None] & fmask[None, :]
+        h = tl.load(h_ptr + rows[:, None] * F + f[None, :], mask=m2, other=0.0)
+        x = tl.sum(h * w[None, :], axis=1) + bias
+        y = tl.load(y_ptr + rows, mask=rmask, other=0.0)
+        loss = tl.maximum(x, 0.0) - x * y + tl.log(1.0 + tl.exp(-tl.abs(x)))
+        g = (1.0 / (1.0 + tl.exp(-x)) - y) * inv_b
+        g = tl.where(rmask, g, 0.0)
+        tl.store(out_ptr + 2 + F + rows[:, None] * F + f[None, :], g[:, None] * w[None, :], mask=m2)
+        gh += g[:, None] * h
+        gsum += g
+        lsum += tl.where(rmask, loss, 0.0)
     width = F + 2
-    cmask = c < width
-    acc = tl.zeros([BLOCK_P, BLOCK_C], dtype=tl.float32)
-    for p0 in range(0, P, BLOCK_P):
-        p = p0 + tl.arange(0, BLOCK_P)
-        acc += tl.load(part_ptr + p[:, None] * width + c[None, :], mask=(p < P)[:, None] & cmask[None, :], other=0.0)
-    total = tl.sum(acc, axis=0)
-    # partial columns: [0, F) -> dL/dw at out[1 + c]; F -> dL/db at out[1 + F]; F + 1 -> loss at out[0]
-    dest = tl.where(c == F + 1, 0, 1 + c)
-    tl.store(out_ptr + dest, total, mask=cmask)
+    row = part_ptr + p * width
+    tl.store(row + f, tl.sum(gh, axis=0), mask=fmask)
+    tl.store(row + F, tl.sum(gsum, axis=0))
+    tl.store(row + F + 1, tl.sum(lsum, axis=0) * inv_b)
+    # two-level "last block" reduction. Every thread's stores precede the counter increment (barrier + release);
+    # the last arrival's loads follow it (acquire, then .cg loads from L2, where the other SMs' stores are).
+    n_groups = tl.cdiv(P, GROUP)
+    grp = p // GROUP
+    first = grp * GROUP
+    size = tl.minimum(P - first, GROUP)
+    tl.debug_barrier()
+    arrived = tl.atomic_add(count_ptr + 1 + grp, 1, sem="acq_rel", scope="gpu")
+    if arrived == size - 1:
+        v, vg, vl = _sum_rows(part_ptr, first, size, F, BLOCK_P, BLOCK_F)
+        grow = group_ptr + grp * width
+        tl.store(grow + f, v, mask=fmask)
+        tl.store(grow + F, vg)
+        tl.store(grow + F + 1, vl)
+        tl.atomic_xchg(count_ptr + 1 + grp, 0)
+        tl.debug_barrier()
+        groups_done = tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu")
+        if groups_done == n_groups - 1:
+            v, vg, vl = _sum_rows(group_ptr, 0, n_groups, F, BLOCK_P, BLOCK_F)
+            tl.store(out_ptr + 1 + f, v, mask=fmask)
+            tl.store(out_ptr + 1 + F, vg)
+            tl.store(out_ptr, vl)
+            tl.atomic_xchg(count_ptr, 0)
 
 
 class ModelNew(nn.Module):
-    """Same parameters as the problem's ``Model`` (``head`` = ``nn.Linear(in_features, 1)``); two Triton launches."""
+    """Same parameters as the problem's ``Model`` (``head`` = ``nn.Linear(in_features, 1)``); one Triton launch."""
+
+    BLOCK_B = 16
+    #: programs per SM: 8 warps, 80 registers (sm_90, Triton 3.9 ptxas) -> 3 fit an SM
+    PROGRAMS_PER_SM = 3
+    #: programs per first-level reduction group (each group's last program sums its GROUP partial rows)
+    GROUP = 16
 
     def __init__(self, in_features: int):
         super().__init__()
         self.head = nn.Linear(in_features, 1)
+        self._scratch = {}
+
+    def _scratch_for(self, device, width: int):
+        """(counters, partials, group partials, programs) for ``device``: int32 counters (zero between calls: the
+        kernel resets each one it uses), fp32 [programs, width] and [groups, width] buffers; allocated once."""
+        key = (str(device), width)
+        entry = self._scratch.get(key)
+        if entry is None:
+            sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 2
+            programs = self.PROGRAMS_PER_SM * sms
+            groups = triton.cdiv(programs, self.GROUP)
+            entry = (torch.zeros(1 + groups, dtype=torch.int32, device=device),
+                     torch.empty(programs, width, dtype=torch.float32, device=device),
+                     torch.empty(groups, width, dtype=torch.float32, device=device), programs)
+            self._scratch[key] = entry
+        return entry
 
     def forward(self, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         h = h.detach().contiguous()
         batch, feat = h.shape
-        w = self.head.weight.detach().reshape(-1).contiguous()
+        w = self.head.weight.detach().reshape(-1)
         b = self.head.bias.detach()
         out = torch.empty(2 + feat + batch * feat, device=h.device, dtype=h.dtype)
-        block_b = 32
-        programs = triton.cdiv(batch, block_b)
-        partials = torch.empty(programs, feat + 2, device=h.device, dtype=torch.float32)
-        _bce_head_kernel[(programs,)](h, labels.contiguous(), w, b, out, partials, batch, feat, 1.0 / batch,
-                                      BLOCK_B=block_b, BLOCK_F=triton.next_power_of_2(feat), num_warps=4)
-        block_c = 16
-        _reduce_partials_kernel[(triton.cdiv(feat + 2, block_c),)](partials, out, programs, feat,
-                                                                  BLOCK_P=256, BLOCK_C=block_c, num_warps=4)
+        counters, partials, group_partials, max_programs = self._scratch_for(h.device, feat + 2)
+        n_tiles = triton.cdiv(batch, self.BLOCK_B)
+        programs = max(1, min(n_tiles, max_programs))
+        _bce_head_kernel[(programs,)](h, labels.contiguous(), w, b, out, partials, group_partials, counters, batch,
+                                      feat, 1.0 / batch, n_tiles, BLOCK_B=self.BLOCK_B,
+                                      BLOCK_F=triton.next_power_of_2(feat), GROUP=self.GROUP, BLOCK_P=16,
+                                      num_warps=8)
         return out

@@ -1,17 +1,68 @@
 """kbstudy-triton candidate for DLRM-Bench problem 1 (EmbeddingBag sum, fixed bag size, forward).
 
 One program per bag: it gathers ``BLOCK_L`` table rows at a time as a [BLOCK_L, BLOCK_D] tile (each row 128 fp32 =
-512 contiguous bytes, loaded as 16-byte vectors), accumulates in fp32 registers and writes the pooled row once.
-Compulsory traffic only: indices, the looked-up rows, the output.
+512 contiguous bytes, loaded as 16-byte vectors: the table pointer and D are specialised as multiples of 16),
+accumulates in fp32 registers and writes the pooled row once. Compulsory traffic only: indices, the looked-up rows,
+the output; one launch, one allocation.
+
+Why it should approach the floor: the call is a stream of random 512-byte row reads (819,200 lookups, 739,000 distinct
+rows = 379 MB of the floor's 390 MB). What a gather kernel controls is how many rows are in flight: at 4.2 TB/s and
+~1 us of loaded DRAM latency an H200 needs ~4 MB in flight, i.e. ~32 KB per SM. Each config below keeps 100-130 KB
+per SM in flight (sm_90 registers: [32 rows, 4 warps] 58, [64, 8] 58, [128, 16] 64 -> 8, 4, 2 programs per SM), and
+``triton.autotune`` (keyed on the bag size and dimension) picks the fastest on the GPU; [128, 16 warps] takes a whole
+100-row bag in one step. What is left between this and the floor is not in the kernel: the duplicate lookups
+(819,200 - 739,000 rows = 41 MB, +10 %, which a non-sorting kernel re-reads from DRAM since the L2 is flushed before
+each timed call), the DRAM efficiency of 512-byte random reads against a streaming copy, and one launch (see the
+launch-aware view of notebook 4).
 """
+import os
+
 import torch
 import torch.nn as nn
 import triton
+import triton.testing
 import triton.language as tl
 
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
+_CONFIGS = [
+    triton.Config({"BLOCK_L": 32}, num_warps=4),
+    triton.Config({"BLOCK_L": 64}, num_warps=8),
+    triton.Config({"BLOCK_L": 128}, num_warps=16),
+]
+if _INTERPRET:
+    _CONFIGS = [triton.Config({"BLOCK_L": 32}, num_warps=4)]
+
+
+def _bench(kernel_call, quantiles):
+    """Autotuning benchmark: ``triton.testing.do_bench`` with 5 ms of warm-up and 25 ms of timed calls (instead of
+    25 / 100) per config, to keep the first call's tuning short."""
+    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
+
+
+#: the tuned launch arguments per shape key (see :func:`_launch`)
+_TUNED = {}
+
+
+def _launch(kernel, key, grid, *args, **kwargs):
+    """``kernel[grid](*args, **kwargs)`` for the ``triton.autotune``-d ``kernel``. The first call for ``key`` (the
+    shapes and dtypes the tuning depends on) goes through the autotuner, which benchmarks its configs once and launches
+    the best; later calls launch the underlying ``JITFunction`` with that config's arguments directly, skipping the
+    autotuner's per-call bookkeeping (argument dicts, key building: ~9 us of host time per call measured on a
+    2-core CPU machine)."""
+    tuned = _TUNED.get(key)
+    if tuned is None:
+        kernel[grid](*args, **kwargs)
+        best = getattr(kernel, "best_config", None)
+        if best is not None:
+            _TUNED[key] = best.all_kwargs()
+        return
+    kernel.fn[grid](*args, **kwargs, **tuned)
+
+
+@triton.autotune(configs=_CONFIGS, key=["L", "D"], do_bench=_bench)
 @triton.jit
-def _bag_sum_kernel(idx_ptr, w_ptr, out_ptr, L, D, BLOCK_L: tl.constexpr, BLOCK_D: tl.constexpr):
+def _bag_sum_kernel(idx_ptr, w_ptr, out_ptr, L, D, BLOCK_D: tl.constexpr, BLOCK_L: tl.constexpr):
     b = tl.program_id(0).to(tl.int64)
     d = tl.arange(0, BLOCK_D)
     dmask = d < D
@@ -22,7 +73,7 @@ def _bag_sum_kernel(idx_ptr, w_ptr, out_ptr, L, D, BLOCK_L: tl.constexpr, BLOCK_
         rows = tl.load(idx_ptr + b * L + l, mask=lmask, other=0)
         vals = tl.load(w_ptr + rows[:, None] * D + d[None, :], mask=lmask[:, None] & dmask[None, :], other=0.0)
         acc += vals.to(tl.float32)
-    tl.store(out_ptr + b * D + d, tl.sum(acc, axis=0), mask=dmask)
+    tl.store(out_ptr + b * D + d, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty), mask=dmask)
 
 
 class ModelNew(nn.Module):
@@ -38,7 +89,6 @@ class ModelNew(nn.Module):
         batch, bag = indices.shape
         dim = weight.shape[1]
         out = torch.empty(batch, dim, device=weight.device, dtype=weight.dtype)
-        block_d = triton.next_power_of_2(dim)
-        block_l = min(32, triton.next_power_of_2(bag))
-        _bag_sum_kernel[(batch,)](indices, weight, out, bag, dim, BLOCK_L=block_l, BLOCK_D=block_d, num_warps=4)
+        _launch(_bag_sum_kernel, (bag, dim, indices.dtype, weight.dtype, weight.device), (batch,),
+                indices, weight, out, bag, dim, BLOCK_D=triton.next_power_of_2(dim))
         return out

@@ -1,46 +1,96 @@
 """kbstudy-triton candidate for DLRM-Bench problem 2 (variable-length EmbeddingBag with per-sample weights).
 
-Two launches: a single-program exclusive scan of the lengths (offsets), then one program per bag gathering
-[BLOCK_L, BLOCK_D] row tiles between its offsets, scaling each row by its per-sample weight, accumulating in fp32.
+**One launch.** A program owns ``GROUP`` consecutive bags. It finds where its first bag starts by summing the lengths
+before it (``BLOCK_S`` at a time; the lengths are 64 KB for 8192 bags and stay in L2, so the ``B / GROUP`` programs
+together read B^2 / (2 GROUP) lengths from L2, ~33 MB at GROUP = 8), then walks its bags in order with a running
+offset: each bag's lookups are a contiguous slice of the indices and weights, gathered as [BLOCK_L, D] row tiles,
+scaled by their per-sample weights and accumulated in fp32; the pooled row is written once.
+
+Why it should approach the floor: the former version spent a whole launch (one program, serial) on the offsets scan
+before the gather launch; the call is now one launch and one allocation, and the gathers read only the compulsory
+bytes (indices, weights, lengths, each looked-up 512-byte row, the output). With mean bag length 27 a 32- or 64-row
+tile covers a bag in one step, and ``B / GROUP`` programs x several per SM keep 16-32 KB of rows in flight each.
+``triton.autotune`` picks GROUP / BLOCK_L / warps on the GPU (one config under ``TRITON_INTERPRET=1``).
 """
+import os
+
 import torch
 import torch.nn as nn
 import triton
+import triton.testing
 import triton.language as tl
 
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
+_CONFIGS = [
+    triton.Config({"GROUP": 8, "BLOCK_L": 32}, num_warps=4),
+    triton.Config({"GROUP": 4, "BLOCK_L": 32}, num_warps=4),
+    triton.Config({"GROUP": 8, "BLOCK_L": 64}, num_warps=8),
+]
+if _INTERPRET:
+    _CONFIGS = [triton.Config({"GROUP": 4, "BLOCK_L": 16}, num_warps=4)]
+
+
+def _bench(kernel_call, quantiles):
+    """Autotuning benchmark: ``triton.testing.do_bench`` with 5 ms of warm-up and 25 ms of timed calls (instead of
+    25 / 100) per config, to keep the first call's tuning short."""
+    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
+
+
+#: the tuned launch arguments per shape key (see :func:`_launch`)
+_TUNED = {}
+
+
+def _launch(kernel, key, grid, *args, **kwargs):
+    """``kernel[grid](*args, **kwargs)`` for the ``triton.autotune``-d ``kernel``. The first call for ``key`` (the
+    shapes and dtypes the tuning depends on) goes through the autotuner, which benchmarks its configs once and launches
+    the best; later calls launch the underlying ``JITFunction`` with that config's arguments directly, skipping the
+    autotuner's per-call bookkeeping (argument dicts, key building: ~9 us of host time per call measured on a
+    2-core CPU machine)."""
+    tuned = _TUNED.get(key)
+    if tuned is None:
+        kernel[grid](*args, **kwargs)
+        best = getattr(kernel, "best_config", None)
+        if best is not None:
+            _TUNED[key] = best.all_kwargs()
+        return
+    kernel.fn[grid](*args, **kwargs, **tuned)
+
+
+@triton.autotune(configs=_CONFIGS, key=["B", "D"], do_bench=_bench)
 @triton.jit
-def _exclusive_scan_kernel(len_ptr, off_ptr, n, BLOCK: tl.constexpr):
-    carry = tl.zeros([], dtype=tl.int64)
-    for s in range(0, n, BLOCK):
-        i = s + tl.arange(0, BLOCK)
-        x = tl.load(len_ptr + i, mask=i < n, other=0).to(tl.int64)
-        inclusive = tl.cumsum(x, axis=0)
-        tl.store(off_ptr + i, carry + inclusive - x, mask=i < n)
-        carry += tl.sum(x, axis=0)
-    tl.store(off_ptr + n, carry)
-
-
-@triton.jit
-def _weighted_bag_kernel(idx_ptr, psw_ptr, off_ptr, w_ptr, out_ptr, D, BLOCK_L: tl.constexpr, BLOCK_D: tl.constexpr):
-    b = tl.program_id(0).to(tl.int64)
-    start = tl.load(off_ptr + b)
-    end = tl.load(off_ptr + b + 1)
+def _weighted_bags_kernel(idx_ptr, psw_ptr, len_ptr, w_ptr, out_ptr, B, D,
+                          BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr, GROUP: tl.constexpr, BLOCK_L: tl.constexpr):
+    b0 = tl.program_id(0).to(tl.int64) * GROUP
+    # where this program's first bag starts: the sum of all lengths before it (read from L2)
+    part = tl.zeros([BLOCK_S], dtype=tl.int64)
+    for s0 in range(0, b0, BLOCK_S):
+        i = s0 + tl.arange(0, BLOCK_S)
+        part += tl.load(len_ptr + i, mask=i < b0, other=0).to(tl.int64)
+    start = tl.sum(part, axis=0)
     d = tl.arange(0, BLOCK_D)
     dmask = d < D
-    acc = tl.zeros([BLOCK_L, BLOCK_D], dtype=tl.float32)
-    for l0 in range(start, end, BLOCK_L):
-        l = l0 + tl.arange(0, BLOCK_L)
-        lmask = l < end
-        rows = tl.load(idx_ptr + l, mask=lmask, other=0)
-        psw = tl.load(psw_ptr + l, mask=lmask, other=0.0).to(tl.float32)
-        vals = tl.load(w_ptr + rows[:, None] * D + d[None, :], mask=lmask[:, None] & dmask[None, :], other=0.0)
-        acc += vals.to(tl.float32) * psw[:, None]
-    tl.store(out_ptr + b * D + d, tl.sum(acc, axis=0), mask=dmask)
+    for g in range(GROUP):
+        b = b0 + g
+        n = tl.load(len_ptr + b, mask=b < B, other=0).to(tl.int64)
+        acc = tl.zeros([BLOCK_L, BLOCK_D], dtype=tl.float32)
+        for l0 in range(0, n, BLOCK_L):
+            j = l0 + tl.arange(0, BLOCK_L)
+            lmask = j < n
+            rows = tl.load(idx_ptr + start + j, mask=lmask, other=0)
+            psw = tl.load(psw_ptr + start + j, mask=lmask, other=0.0).to(tl.float32)
+            vals = tl.load(w_ptr + rows[:, None] * D + d[None, :], mask=lmask[:, None] & dmask[None, :], other=0.0)
+            acc += vals.to(tl.float32) * psw[:, None]
+        # (the bag test as a vector: the interpreter mis-types scalar-bool & vector-bool masks)
+        tl.store(out_ptr + b * D + d, tl.sum(acc, axis=0).to(out_ptr.dtype.element_ty),
+                 mask=dmask & ((d * 0 + b) < B))
+        start += n
 
 
 class ModelNew(nn.Module):
-    """Same parameters as the problem's ``Model``; forward is two Triton launches."""
+    """Same parameters as the problem's ``Model``; forward is one Triton launch."""
+
+    BLOCK_S = 2048
 
     def __init__(self, num_embeddings: int, embedding_dim: int):
         super().__init__()
@@ -50,9 +100,9 @@ class ModelNew(nn.Module):
         weight = self.bag.weight
         batch = lengths.shape[0]
         dim = weight.shape[1]
-        offsets = torch.empty(batch + 1, device=lengths.device, dtype=torch.int64)
-        _exclusive_scan_kernel[(1,)](lengths.contiguous(), offsets, batch, BLOCK=4096, num_warps=8)
         out = torch.empty(batch, dim, device=weight.device, dtype=weight.dtype)
-        _weighted_bag_kernel[(batch,)](indices.contiguous(), per_sample_weights.contiguous(), offsets, weight, out, dim,
-                                       BLOCK_L=32, BLOCK_D=triton.next_power_of_2(dim), num_warps=4)
+        key = (batch, dim, indices.dtype, lengths.dtype, per_sample_weights.dtype, weight.dtype, weight.device)
+        _launch(_weighted_bags_kernel, key, lambda meta: (triton.cdiv(batch, meta["GROUP"]),),
+                indices.contiguous(), per_sample_weights.contiguous(), lengths.contiguous(), weight, out, batch, dim,
+                BLOCK_D=triton.next_power_of_2(dim), BLOCK_S=self.BLOCK_S)
         return out

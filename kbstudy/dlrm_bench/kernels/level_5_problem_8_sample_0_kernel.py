@@ -1,43 +1,94 @@
 """kbstudy-triton candidate for DLRM-Bench problem 8 (jagged values + lengths to padded dense).
 
-Two launches: a single-program exclusive scan of the lengths, then a [batch, cdiv(max_length, BLOCK_L)] grid in which
-each program copies a [BLOCK_L, dim] tile of its sample's rows (or writes zeros past the sample's length). Every
-output byte is written once and every value read once, with no zero-fill pass and no boolean-mask ``nonzero``.
+**One launch.** A program owns ``GROUP`` consecutive samples. It finds where its first sample's values start by
+summing the lengths before it (``BLOCK_S`` at a time, from L2: the lengths are 64 KB for 8192 samples), then walks its
+samples with a running offset, copying each sample's [max_length, D] output block ``BLOCK_L`` rows at a time: rows
+below the sample's length are loaded from the values, rows past it are zeros (masked loads issue no memory traffic),
+and every output row is stored once with contiguous 16-byte vector stores.
+
+Why it should approach the floor: the call is pure traffic (read T x D values, write B x Lmax x D, half of it zeros).
+The former version spent a whole launch (one program, serial) on the offsets scan and then ran 57k small programs of
+8 KB each behind two dependent scalar loads. Here one launch moves [BLOCK_L = 64-128, D] tiles (32-64 KB per step),
+with ``B / GROUP`` programs several per SM, and nothing but the compulsory bytes (no zero-fill pass, no mask tensor,
+no ``nonzero``). ``triton.autotune`` picks GROUP / BLOCK_L / warps on the GPU (one config under
+``TRITON_INTERPRET=1``).
 """
+import os
+
 import torch
 import torch.nn as nn
 import triton
+import triton.testing
 import triton.language as tl
 
+_INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
+_CONFIGS = [
+    triton.Config({"GROUP": 8, "BLOCK_L": 64}, num_warps=8),
+    triton.Config({"GROUP": 8, "BLOCK_L": 128}, num_warps=16),
+    triton.Config({"GROUP": 16, "BLOCK_L": 32}, num_warps=4),
+]
+if _INTERPRET:
+    _CONFIGS = [triton.Config({"GROUP": 4, "BLOCK_L": 16}, num_warps=4)]
+
+
+def _bench(kernel_call, quantiles):
+    """Autotuning benchmark: ``triton.testing.do_bench`` with 5 ms of warm-up and 25 ms of timed calls (instead of
+    25 / 100) per config, to keep the first call's tuning short."""
+    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
+
+
+#: the tuned launch arguments per shape key (see :func:`_launch`)
+_TUNED = {}
+
+
+def _launch(kernel, key, grid, *args, **kwargs):
+    """``kernel[grid](*args, **kwargs)`` for the ``triton.autotune``-d ``kernel``. The first call for ``key`` (the
+    shapes and dtypes the tuning depends on) goes through the autotuner, which benchmarks its configs once and launches
+    the best; later calls launch the underlying ``JITFunction`` with that config's arguments directly, skipping the
+    autotuner's per-call bookkeeping (argument dicts, key building: ~9 us of host time per call measured on a
+    2-core CPU machine)."""
+    tuned = _TUNED.get(key)
+    if tuned is None:
+        kernel[grid](*args, **kwargs)
+        best = getattr(kernel, "best_config", None)
+        if best is not None:
+            _TUNED[key] = best.all_kwargs()
+        return
+    kernel.fn[grid](*args, **kwargs, **tuned)
+
+
+@triton.autotune(configs=_CONFIGS, key=["B", "max_len", "D"], do_bench=_bench)
 @triton.jit
-def _exclusive_scan_kernel(len_ptr, off_ptr, n, BLOCK: tl.constexpr):
-    carry = tl.zeros([], dtype=tl.int64)
-    for s in range(0, n, BLOCK):
-        i = s + tl.arange(0, BLOCK)
-        x = tl.load(len_ptr + i, mask=i < n, other=0).to(tl.int64)
-        inclusive = tl.cumsum(x, axis=0)
-        tl.store(off_ptr + i, carry + inclusive - x, mask=i < n)
-        carry += tl.sum(x, axis=0)
-    tl.store(off_ptr + n, carry)
-
-
-@triton.jit
-def _jagged_to_padded_kernel(values_ptr, len_ptr, off_ptr, out_ptr, max_len, D,
-                             BLOCK_L: tl.constexpr, BLOCK_D: tl.constexpr):
-    b = tl.program_id(0).to(tl.int64)
-    l = tl.program_id(1) * BLOCK_L + tl.arange(0, BLOCK_L)
+def _jagged_to_padded_kernel(values_ptr, len_ptr, out_ptr, B, max_len, D,
+                             BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr, GROUP: tl.constexpr,
+                             BLOCK_L: tl.constexpr):
+    b0 = tl.program_id(0).to(tl.int64) * GROUP
+    part = tl.zeros([BLOCK_S], dtype=tl.int64)
+    for s0 in range(0, b0, BLOCK_S):
+        i = s0 + tl.arange(0, BLOCK_S)
+        part += tl.load(len_ptr + i, mask=i < b0, other=0).to(tl.int64)
+    start = tl.sum(part, axis=0)
     d = tl.arange(0, BLOCK_D)
     dmask = d < D
-    length = tl.load(len_ptr + b)
-    start = tl.load(off_ptr + b)
-    inside = l < length
-    vals = tl.load(values_ptr + (start + l)[:, None] * D + d[None, :], mask=inside[:, None] & dmask[None, :], other=0.0)
-    tl.store(out_ptr + (b * max_len + l)[:, None] * D + d[None, :], vals, mask=(l < max_len)[:, None] & dmask[None, :])
+    for g in range(GROUP):
+        b = b0 + g
+        n = tl.load(len_ptr + b, mask=b < B, other=0).to(tl.int64)
+        # the sample test as a vector (the interpreter mis-types scalar-bool & vector-bool masks)
+        live = (tl.zeros([BLOCK_L], dtype=tl.int64) + b) < B
+        for l0 in range(0, max_len, BLOCK_L):
+            l = l0 + tl.arange(0, BLOCK_L)
+            vals = tl.load(values_ptr + (start + l)[:, None] * D + d[None, :],
+                           mask=(l < n)[:, None] & dmask[None, :], other=0.0)
+            tl.store(out_ptr + (b * max_len + l)[:, None] * D + d[None, :], vals,
+                     mask=((l < max_len) & live)[:, None] & dmask[None, :])
+        start += n
 
 
 class ModelNew(nn.Module):
-    """Same (parameter-free) construction as the problem's ``Model``; forward is two Triton launches."""
+    """Same (parameter-free) construction as the problem's ``Model``; forward is one Triton launch."""
+
+    BLOCK_S = 2048
 
     def __init__(self, max_length: int):
         super().__init__()
@@ -46,12 +97,9 @@ class ModelNew(nn.Module):
     def forward(self, values: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         batch = lengths.shape[0]
         dim = values.shape[1]
-        lengths = lengths.contiguous()
-        offsets = torch.empty(batch + 1, device=lengths.device, dtype=torch.int64)
-        _exclusive_scan_kernel[(1,)](lengths, offsets, batch, BLOCK=4096, num_warps=8)
         out = torch.empty(batch, self.max_length, dim, device=values.device, dtype=values.dtype)
-        block_l = 16
-        _jagged_to_padded_kernel[(batch, triton.cdiv(self.max_length, block_l))](
-            values.contiguous(), lengths, offsets, out, self.max_length, dim,
-            BLOCK_L=block_l, BLOCK_D=triton.next_power_of_2(dim), num_warps=4)
+        key = (batch, self.max_length, dim, values.dtype, lengths.dtype, values.device)
+        _launch(_jagged_to_padded_kernel, key, lambda meta: (triton.cdiv(batch, meta["GROUP"]),),
+                values.contiguous(), lengths.contiguous(), out, batch, self.max_length, dim,
+                BLOCK_D=triton.next_power_of_2(dim), BLOCK_S=self.BLOCK_S)
         return out
