@@ -179,6 +179,7 @@ def problem_findings(findings):
 
     * ``rel_spread``: the relative L2 error of ``null:mean``, i.e. ``||r - c||_2 / ||r||_2`` for the constant ``c``
       = the output's mean: the float64 reference's relative spread ``std(r) / RMS(r)`` (up to the rounding of ``c``);
+      NaN where ``RMS(r) = 0`` (undefined: the problem is degenerate), as the reference process leaves it;
     * ``ref_rel_l2_error``: the reference's own error at the run's precision against float64, as recorded on the
       reference record (``reference_rel_l2_error``, worst over KernelBench's trials), else ``null:reference``'s
       relative L2 error (records of schema < 3);
@@ -206,7 +207,7 @@ def problem_findings(findings):
         return pd.DataFrame(columns=cols)
     recorded = ["low_spread", "unjudgeable", "reference_rel_l2_error"]
     base = findings.reindex(columns=list(dict.fromkeys([*findings.columns, *recorded]))).drop_duplicates(
-        keys, keep="last")[keys + ["problem_name", "output_numel", "degenerate", "degenerate_constant",
+        keys, keep="last")[keys + ["problem_name", "output_numel", "output_rms", "degenerate", "degenerate_constant",
                                    "degenerate_inputs", *recorded]]
 
     def pick(kind, column, name):
@@ -217,6 +218,8 @@ def problem_findings(findings):
     out = out.merge(pick("reference", "rel_l2_error", "null_reference_rel_l2"), on=keys, how="left")
     out = out.merge(pick("zeros", "kernelbench_correct", "zeros_kernelbench"), on=keys, how="left")
     tol = out.precision.map(verify.REL_L2_THRESHOLD)
+    # an all-zero output has no relative spread (the mean null's "relative" error is then absolute)
+    out["rel_spread"] = out.rel_spread.where(~out.output_rms.eq(0.0))
     known = out.reference_rel_l2_error.notna()
     out["ref_rel_l2_error"] = out.reference_rel_l2_error.where(known, out.null_reference_rel_l2).astype(float)
     # the reference record's flags where it has them (schema >= 3), else the same rules on the nulls' metrics

@@ -130,11 +130,13 @@ def _batch(problems, cands, folder, **settings) -> dict:
 @pytest.fixture(scope="module")
 def bf16_batch(problem_by_name, tmp_path_factory):
     """At bf16, 1/64 size, with kbstudy's extra trials: the calibration nulls on KLDivLoss (ill-conditioned at
-    bf16), and ReLU with a candidate wrong on one element."""
-    kl, relu = problem_by_name[KL], problem_by_name[RELU]
-    cands = null_candidates(kl, ("reference", "zeros", "mean", "partial50")) + null_candidates(relu, ["reference"]) + [
-        torch_candidate(_ONE_ELEMENT_WRONG, problem_id=19, name="one_element_wrong")]
-    return _batch([kl, relu], cands, tmp_path_factory.mktemp("accuracy_v4"))
+    bf16), the mean constant on the matrix-vector product (low-spread at bf16), and ReLU with a candidate wrong on
+    one element."""
+    kl, matvec, relu = problem_by_name[KL], problem_by_name[MATVEC], problem_by_name[RELU]
+    cands = null_candidates(kl, ("reference", "zeros", "mean", "partial50")) + null_candidates(matvec, ["mean"]) + \
+        null_candidates(relu, ["reference"]) + [torch_candidate(_ONE_ELEMENT_WRONG, problem_id=19,
+                                                                name="one_element_wrong")]
+    return _batch([kl, matvec, relu], cands, tmp_path_factory.mktemp("accuracy_v4"))
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +170,7 @@ def test_ill_conditioned_problem_accepts_the_honest_reference(bf16_batch):
         assert row["kbstudy_correct"] is False and row["kbstudy_failure"] == failure, kind
 
 
-def test_low_spread_problem_is_flagged_and_its_constant_excused(low_spread_batch):
+def test_low_spread_problem_is_flagged_and_its_constant_excused(low_spread_batch, bf16_batch):
     batch = low_spread_batch
     ref = batch["refs"][MATVEC]
     assert ref["low_spread"] is True and ref["degenerate"] is False and ref["unjudgeable"] is False
@@ -184,6 +186,10 @@ def test_low_spread_problem_is_flagged_and_its_constant_excused(low_spread_batch
     assert findings.loc[(MATVEC, "mean")].excused and not findings.loc[(MATVEC, "mean")].violation
     assert int(findings.violation.sum()) == 0
     assert set(findings.index[findings.excused]) == {(MATVEC, "mean")}
+    # with kbstudy's extra trials on, the signed inputs (zero-mean) reject the constant on their own
+    with_extra_trials = _row(bf16_batch, MATVEC, "null:mean")
+    assert with_extra_trials["kbstudy_failure"] == "variant_signed" and with_extra_trials["correct_default_only"]
+    assert with_extra_trials["problem_flags"] == ["low_spread"]
     # the audit reads the recorded flags
     ev, refs = audit.load_records([store.folder], root=store.folder.parent)
     problems = audit.problem_findings(audit.null_findings(ev, refs))
