@@ -734,7 +734,7 @@ def metric_values(findings, evaluations, precisions: Sequence[str] | None = None
 
 def metric_strips(values, title: str = ""):
     """Figure: one panel per (precision, metric) of :func:`metric_values`, a strip of values per group on a log
-    axis, with the proposed threshold (:data:`THRESHOLDS`) as a dashed line. Deterministic (jitter seeded
+    axis, with the threshold ``T_m`` (:data:`THRESHOLDS`) as a dashed line. Deterministic (jitter seeded
     through :func:`kbstudy.plots.seed_jitter`)."""
     import matplotlib.pyplot as plt
     import seaborn as sns

@@ -170,7 +170,7 @@ class KbstudyTrial:
 
 #: Integrity failures, in the order they are reported when several apply (see ``kbstudy.worker``).
 INTEGRITY_FAILURES = ("inputs_mutated", "global_state", "stale_output")
-#: The failure of a candidate whose sampled timed outputs did not match the reference (check 6).
+#: The failure of a candidate whose sampled timed outputs did not match the reference (check 7).
 TIMING_OUTPUT_MISMATCH = "timing_output_mismatch"
 
 

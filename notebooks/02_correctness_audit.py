@@ -184,8 +184,8 @@ table(flagged[["setting", "precision", "level", "problem_id", "problem_name", "o
 # A threshold must sit above the first two (`honest_margin` > 1) and, for the relative L2 error, below the third
 # (`must_fail_margin` > 1); the other two metrics target errors on a few elements, which the relative L2 error
 # averages away, not constants. Problems that are degenerate, ill-conditioned or low-spread at a precision are left
-# out here: the adaptive bound of the proposed check covers them. Figure 2 shows the values themselves; the dashed
-# line is the proposed threshold.
+# out here: the adaptive bound of checks v4 and the problem flags cover them. Figure 2 shows the values themselves;
+# the dashed line is the threshold `T_m` (`kbstudy.verify.ACCURACY_THRESHOLDS`).
 
 # %%
 evidence = audit.threshold_evidence(findings, evaluations, precisions)
