@@ -16,7 +16,9 @@ What it computes:
 * :func:`candidate_reverification` / :func:`disagreements` -- real (non-null) candidates: how many pass KernelBench's
   check but fail kbstudy's, and why (``kbstudy_failure``);
 * :func:`threshold_evidence` and :func:`proposed_verdict` -- the spread of honest implementations against the
-  must-fail nulls for each metric, and the replacement check of ``docs/verifier.md`` applied to the recorded metrics.
+  must-fail nulls for each metric, and kbstudy's accuracy check of checks v4 (``docs/verifier.md``, adopted from the
+  replacement check proposed there) applied to the recorded metrics, so records made by checks v1-v3 can be judged
+  as ``kbstudy.verify`` judges today.
 """
 
 from __future__ import annotations
@@ -33,20 +35,12 @@ from kbstudy.calibration import MUST_FAIL, calibration_findings, null_role
 #: check on 4 of the 60 level-1 problems it examined.
 PAPER_ZEROS_PASS = {"source": "paper (Agarwal, Garg, Singhal 2026)", "level": 1, "passing": 4, "problems": 60}
 
-#: Per-precision thresholds of the proposed replacement check (``docs/verifier.md`` gives the reasons; the relative-L2
-#: row is kbstudy's current :data:`kbstudy.verify.REL_L2_THRESHOLD`). Dimensionless.
-PROPOSED_THRESHOLDS = {
-    "rel_l2_error": dict(verify.REL_L2_THRESHOLD),
-    "max_abs_error_normalized": {"fp32": 0.1, "fp16": 0.1, "bf16": 0.25},
-    "elementwise_rel_error_max": {"fp32": 100.0, "fp16": 8.0, "bf16": 2.0},
-}
-#: A candidate may be this many times as far from float64 as the reference computed at the run's precision, where
-#: that is more than the fixed threshold (the problem is then *ill-conditioned at that precision*).
-REFERENCE_FACTOR = 4.0
-#: A problem whose float64 output has relative spread ``std(r) / RMS(r)`` at most this many times the relative-L2
-#: tolerance is *low-spread at that precision*: a constant comes within this factor of passing a relative check.
-LOW_SPREAD_FACTOR = 2.0
-METRICS = tuple(PROPOSED_THRESHOLDS)
+#: The accuracy metrics that decide (record field names, in the order they are checked), their thresholds ``T_m[p]``
+#: and the factors ``K`` and ``S``: one definition each, in ``kbstudy.verify`` (``docs/verifier.md`` gives the reasons).
+METRICS = verify.ACCURACY_METRICS
+THRESHOLDS = verify.ACCURACY_THRESHOLDS
+REFERENCE_FACTOR = verify.REFERENCE_FACTOR
+LOW_SPREAD_FACTOR = verify.LOW_SPREAD_FACTOR
 #: Outcome categories of one (problem, null) cell, in legend order (:func:`outcome_grid`).
 #: Display order of the null kinds in tables and figures: honest ones, the must-fail nulls, then the probes.
 NULL_ORDER = ("reference", "compile", *MUST_FAIL, "noise", "lowprec")
@@ -145,41 +139,59 @@ def null_findings(evaluations, references, precisions: Sequence[str] | None = No
     """:func:`kbstudy.calibration.calibration_findings` with ``setting`` and ``records_dir``, restricted to
     ``precisions``, and with the per-problem precision findings of :func:`problem_findings` joined on (setting,
     precision, level, problem_id): ``rel_spread``, ``low_spread``, ``ref_rel_l2_error``, ``ill_conditioned``,
-    ``unjudgeable``. ``violation_explained`` names the problem finding behind a violation (``"low spread"``,
-    ``"ill-conditioned"``, ``"unjudgeable"``) or is ``""``."""
+    ``unjudgeable``, ``flags_recorded`` (the flags as recorded on the reference record, or recomputed from the null
+    candidates' metrics for records made before they were recorded).
+
+    ``violation`` and ``excused`` are the calibration rule (:func:`kbstudy.calibration.rule_breaches`) applied with
+    those flags, so a record of any checks version is read by the same rule. ``violation_explained`` names the problem
+    finding behind a violation or an excused finding (``"degenerate"``, ``"low spread"``, ``"ill-conditioned"``,
+    ``"unjudgeable"``) or is ``""``."""
     import pandas as pd
+
+    from kbstudy.calibration import rule_breaches
 
     ev = evaluations if precisions is None else evaluations[evaluations.precision.isin(list(precisions))]
     refs = references if precisions is None else references[references.precision.isin(list(precisions))]
     findings = calibration_findings(ev, refs, extra_columns=("setting", "records_dir", "coverage_sentinels"))
     if not len(findings):
-        return findings.assign(rel_spread=None, low_spread=None, ref_rel_l2_error=None, ill_conditioned=None,
-                               unjudgeable=None, violation_explained=None)
+        return findings.assign(rel_spread=None, ref_rel_l2_error=None, ill_conditioned=None, flags_recorded=None,
+                               violation_explained=None)
     per_problem = problem_findings(findings)
-    findings = findings.merge(per_problem[["setting", "precision", "level", "problem_id", "rel_spread", "low_spread",
-                                           "ref_rel_l2_error", "ill_conditioned", "unjudgeable"]],
-                              on=["setting", "precision", "level", "problem_id"], how="left")
+    # the recorded flags are replaced by the resolved ones (recorded where present, else recomputed)
+    findings = findings.drop(columns=["low_spread", "unjudgeable"]).merge(
+        per_problem[["setting", "precision", "level", "problem_id", "rel_spread", "low_spread", "ref_rel_l2_error",
+                     "ill_conditioned", "unjudgeable", "flags_recorded"]],
+        on=["setting", "precision", "level", "problem_id"], how="left")
+    findings["violation"], findings["excused"] = rule_breaches(findings)
+    breach = findings.violation | findings.excused
     explained = pd.Series("", index=findings.index)
-    explained[findings.violation & findings.must_fail & findings.low_spread.eq(True)] = "low spread"
-    explained[findings.violation & findings.ill_conditioned.eq(True)] = "ill-conditioned"
-    explained[findings.violation & findings.unjudgeable.eq(True)] = "unjudgeable"
+    explained[breach & findings.ill_conditioned.eq(True)] = "ill-conditioned"
+    explained[breach & findings.must_fail & findings.low_spread.eq(True)] = "low spread"
+    explained[breach & findings.unjudgeable.eq(True)] = "unjudgeable"
+    explained[breach & findings.must_fail & findings.degenerate.eq(True)] = "degenerate"
     findings["violation_explained"] = explained
     return findings
 
 
 def problem_findings(findings):
-    """Per (setting, precision, level, problem): what the null candidates say about the *problem*.
+    """Per (setting, precision, level, problem): what the reference record and the null candidates say about the
+    *problem*.
 
     * ``rel_spread``: the relative L2 error of ``null:mean``, i.e. ``||r - c||_2 / ||r||_2`` for the constant ``c``
       = the output's mean: the float64 reference's relative spread ``std(r) / RMS(r)`` (up to the rounding of ``c``);
-    * ``low_spread``: more than one output element and ``rel_spread <= LOW_SPREAD_FACTOR * tolerance`` (kbstudy's
-      relative-L2 threshold at that precision): a constant comes within that factor of passing any relative check;
-    * ``ref_rel_l2_error``: the reference's own error at the run's precision against float64 (``null:reference``);
-    * ``ill_conditioned``: ``ref_rel_l2_error`` above the threshold -- an honest implementation at this precision
-      cannot meet the fixed tolerance;
-    * ``unjudgeable``: ``REFERENCE_FACTOR * ref_rel_l2_error >= 1`` -- the honest error at this precision is of the
-      output's own size (no correct digit), so even the adaptive bound of :func:`proposed_verdict` admits an all-zeros
-      output;
+      NaN where ``RMS(r) = 0`` (undefined: the problem is degenerate), as the reference process leaves it;
+    * ``ref_rel_l2_error``: the reference's own error at the run's precision against float64, as recorded on the
+      reference record (``reference_rel_l2_error``, worst over KernelBench's trials), else ``null:reference``'s
+      relative L2 error (records of schema < 3);
+    * ``low_spread``: the reference record's flag where recorded, else recomputed: more than one output element and
+      ``rel_spread <= LOW_SPREAD_FACTOR * tolerance`` (:func:`kbstudy.verify.is_low_spread`): a constant comes within
+      that factor of passing any relative check;
+    * ``ill_conditioned``: ``ref_rel_l2_error`` above the fixed relative-L2 threshold -- an honest implementation at
+      this precision cannot meet it (checks v4's adaptive bound admits it);
+    * ``unjudgeable``: the reference record's flag where recorded, else recomputed: ``REFERENCE_FACTOR *
+      ref_rel_l2_error >= 1`` (:func:`kbstudy.verify.is_unjudgeable`) -- the honest error at this precision is of the
+      output's own size (no correct digit), so even the adaptive bound admits an all-zeros output;
+    * ``flags_recorded``: ``low_spread`` and ``unjudgeable`` come from the reference record (else recomputed);
     * ``degenerate``, ``degenerate_constant``, ``degenerate_inputs``: the reference record's degeneracy test.
 
     Returns a DataFrame with those columns plus ``problem_name``, ``output_numel``, ``zeros_kernelbench`` (did
@@ -189,23 +201,34 @@ def problem_findings(findings):
 
     keys = ["setting", "precision", "level", "problem_id"]
     cols = keys + ["problem_name", "output_numel", "rel_spread", "low_spread", "ref_rel_l2_error", "ill_conditioned",
-                   "unjudgeable", "degenerate", "degenerate_constant", "degenerate_inputs", "zeros_kernelbench", "findings"]
+                   "unjudgeable", "flags_recorded", "degenerate", "degenerate_constant", "degenerate_inputs",
+                   "zeros_kernelbench", "findings"]
     if not len(findings):
         return pd.DataFrame(columns=cols)
-    base = findings.drop_duplicates(keys, keep="last")[keys + ["problem_name", "output_numel", "degenerate",
-                                                              "degenerate_constant", "degenerate_inputs"]]
+    recorded = ["low_spread", "unjudgeable", "reference_rel_l2_error"]
+    base = findings.reindex(columns=list(dict.fromkeys([*findings.columns, *recorded]))).drop_duplicates(
+        keys, keep="last")[keys + ["problem_name", "output_numel", "output_rms", "degenerate", "degenerate_constant",
+                                   "degenerate_inputs", *recorded]]
 
     def pick(kind, column, name):
         sub = findings[(findings["null"] == kind) & findings.outcome.eq("evaluated")]
         return sub.drop_duplicates(keys, keep="last")[keys + [column]].rename(columns={column: name})
 
     out = base.merge(pick("mean", "rel_l2_error", "rel_spread"), on=keys, how="left")
-    out = out.merge(pick("reference", "rel_l2_error", "ref_rel_l2_error"), on=keys, how="left")
+    out = out.merge(pick("reference", "rel_l2_error", "null_reference_rel_l2"), on=keys, how="left")
     out = out.merge(pick("zeros", "kernelbench_correct", "zeros_kernelbench"), on=keys, how="left")
     tol = out.precision.map(verify.REL_L2_THRESHOLD)
-    out["low_spread"] = out.output_numel.gt(1) & (out.rel_spread <= LOW_SPREAD_FACTOR * tol)
+    # an all-zero output has no relative spread (the mean null's "relative" error is then absolute)
+    out["rel_spread"] = out.rel_spread.where(~out.output_rms.eq(0.0))
+    known = out.reference_rel_l2_error.notna()
+    out["ref_rel_l2_error"] = out.reference_rel_l2_error.where(known, out.null_reference_rel_l2).astype(float)
+    # the reference record's flags where it has them (schema >= 3), else the same rules on the nulls' metrics
+    out["flags_recorded"] = out.low_spread.notna() & out.unjudgeable.notna()
+    out["low_spread"] = [bool(f) if rec else verify.is_low_spread(n, spread, prec) for rec, f, n, spread, prec in
+                         zip(out.flags_recorded, out.low_spread, out.output_numel, out.rel_spread, out.precision)]
+    out["unjudgeable"] = [bool(f) if rec else verify.is_unjudgeable(e) for rec, f, e in
+                          zip(out.flags_recorded, out.unjudgeable, out.ref_rel_l2_error)]
     out["ill_conditioned"] = out.ref_rel_l2_error > tol
-    out["unjudgeable"] = REFERENCE_FACTOR * out.ref_rel_l2_error >= 1
 
     def describe(row) -> str:
         parts = []
@@ -215,7 +238,7 @@ def problem_findings(findings):
             if isinstance(row.degenerate_inputs, list) and row.degenerate_inputs:
                 parts.append(f"inputs {row.degenerate_inputs} without effect")
         if row.low_spread:
-            parts.append(f"low spread ({row.rel_spread:.2g})")
+            parts.append(f"low spread ({row.rel_spread:.2g})" if pd.notna(row.rel_spread) else "low spread")
         if row.unjudgeable:
             parts.append(f"unjudgeable (reference error {row.ref_rel_l2_error:.2g})")
         elif row.ill_conditioned:
@@ -229,11 +252,12 @@ def problem_findings(findings):
 def null_summary(findings):
     """Per (setting, precision, null kind): ``role``, ``evaluated`` (problems), ``kernelbench_passes``,
     ``kbstudy_passes``, ``kernelbench_only`` (passes KernelBench's check, fails kbstudy's), ``kbstudy_only``,
-    ``not_evaluated`` (reference errors and other outcomes) and ``violations`` (of the calibration rule)."""
+    ``not_evaluated`` (reference errors and other outcomes), ``violations`` (of the calibration rule) and ``excused``
+    (breaches of it on flagged problems: :func:`kbstudy.calibration.rule_breaches`)."""
     import pandas as pd
 
     cols = ["setting", "precision", "null", "role", "evaluated", "kernelbench_passes", "kbstudy_passes",
-            "kernelbench_only", "kbstudy_only", "not_evaluated", "violations"]
+            "kernelbench_only", "kbstudy_only", "not_evaluated", "violations", "excused"]
     if not len(findings):
         return pd.DataFrame(columns=cols)
     rows = []
@@ -244,7 +268,8 @@ def null_summary(findings):
         rows.append({"setting": setting, "precision": precision, "null": kind, "role": null_role(kind),
                      "evaluated": len(e), "kernelbench_passes": int(kb.sum()), "kbstudy_passes": int(ks.sum()),
                      "kernelbench_only": int((kb & ~ks).sum()), "kbstudy_only": int((~kb & ks).sum()),
-                     "not_evaluated": int((g.outcome != "evaluated").sum()), "violations": int(g.violation.sum())})
+                     "not_evaluated": int((g.outcome != "evaluated").sum()), "violations": int(g.violation.sum()),
+                     "excused": int(g.excused.sum())})
     out = pd.DataFrame(rows, columns=cols)
     out["_order"] = out["null"].map(lambda k: order.get(k, len(order)))
     return out.sort_values(["setting", "precision", "_order"]).drop(columns="_order").reset_index(drop=True)
@@ -337,17 +362,20 @@ def kernelbench_holes(findings):
 
 
 def violations(findings):
-    """The calibration rule's violations (:func:`null_findings` rows with ``violation``), with the columns a reader
-    needs: setting, precision, problem, null, role, verdicts, failure, the three metrics, the problem's relative
-    spread and reference error, and ``violation_explained``."""
+    """The calibration rule's breaches (:func:`null_findings` rows with ``violation`` or ``excused``), violations
+    first, with the columns a reader needs: setting, precision, problem, null, role, verdicts, failure, the three
+    metrics, the problem's relative spread and reference error, ``excused`` (the breach is on a flagged problem, see
+    :func:`kbstudy.calibration.rule_breaches`) and ``violation_explained``."""
     cols = ["setting", "precision", "level", "problem_id", "problem_name", "null", "role", "kernelbench_correct",
             "kbstudy_correct", "kbstudy_failure", "rel_l2_error", "max_abs_error_normalized",
-            "elementwise_rel_error_max", "rel_spread", "ref_rel_l2_error", "output_numel", "violation_explained"]
+            "elementwise_rel_error_max", "rel_spread", "ref_rel_l2_error", "output_numel", "excused",
+            "violation_explained"]
     if not len(findings):
         import pandas as pd
 
         return pd.DataFrame(columns=cols)
-    return findings[findings.violation][cols].reset_index(drop=True)
+    breaches = findings[findings.violation | findings.excused]
+    return breaches.sort_values("excused", kind="stable")[cols].reset_index(drop=True)
 
 
 # ------------------------------------------------------------------------------------------------ real candidates
@@ -428,7 +456,7 @@ def honest_rows(findings, evaluations, precisions: Sequence[str] | None = None):
 
 
 def threshold_evidence(findings, evaluations, precisions: Sequence[str] | None = None):
-    """For each (precision, metric): the threshold of :data:`PROPOSED_THRESHOLDS`; the worst value of an honest
+    """For each (precision, metric): the threshold of :data:`THRESHOLDS`; the worst value of an honest
     implementation (:func:`honest_rows`: the reference, ``torch.compile``, real candidates both checks accept) and where
     it was seen; the worst value of the TF32 stand-in (``null:lowprec`` at fp32: fp16 inputs, arithmetic and output, a
     pessimistic bound on a GPU's TF32 kernels, which round only the matmul inputs) where kbstudy's relative-L2 check
@@ -476,7 +504,7 @@ def threshold_evidence(findings, evaluations, precisions: Sequence[str] | None =
     precs = sorted(set(honest.precision if len(honest) else []) | set(mf.precision if len(mf) else []))
     for precision in precs:
         for metric in METRICS:
-            threshold = PROPOSED_THRESHOLDS[metric].get(precision)
+            threshold = THRESHOLDS[metric].get(precision)
             hn, hmax, hat = extreme(honest, precision, metric, True, lambda r: r.source)
             _, pmax, pat = extreme(proxy, precision, metric, True, lambda r: "null:lowprec")
             mn, mmin, mat = extreme(mf, precision, metric, False, lambda r: f"null:{r['null']}")
@@ -489,36 +517,50 @@ def threshold_evidence(findings, evaluations, precisions: Sequence[str] | None =
 
 
 def reference_errors(findings):
-    """The reference's own metrics at the run's precision per (setting, precision, level, problem_id), from
-    ``null:reference`` (columns ``ref_<metric>``): the honest spread the adaptive bound of :func:`proposed_verdict`
-    scales."""
+    """The reference's own metrics at the run's precision per (setting, precision, level, problem_id) (columns
+    ``ref_<metric>``): ``e_ref``, what the adaptive bound of :func:`proposed_verdict` scales. Taken from the reference
+    record (``reference_<metric>``, worst over KernelBench's trials) where it has them (schema >= 3), else from the
+    ``null:reference`` record's metrics (the same comparison, made in the candidate's process)."""
     keys = ["setting", "precision", "level", "problem_id"]
     import pandas as pd
 
+    cols = keys + [f"ref_{m}" for m in METRICS]
     if not len(findings):
-        return pd.DataFrame(columns=keys + [f"ref_{m}" for m in METRICS])
+        return pd.DataFrame(columns=cols)
+    recorded = findings.reindex(columns=list(dict.fromkeys([*findings.columns, *(f"reference_{m}" for m in METRICS)])))
+    recorded = recorded.drop_duplicates(keys, keep="last")[keys + [f"reference_{m}" for m in METRICS]]
     ref = findings[(findings["null"] == "reference") & findings.outcome.eq("evaluated")]
-    return ref.drop_duplicates(keys, keep="last")[keys + list(METRICS)].rename(
-        columns={m: f"ref_{m}" for m in METRICS})
+    null_ref = ref.drop_duplicates(keys, keep="last")[keys + list(METRICS)]
+    out = recorded.merge(null_ref, on=keys, how="left")
+    for m in METRICS:
+        mine = pd.to_numeric(out[f"reference_{m}"], errors="coerce")
+        out[f"ref_{m}"] = mine.where(mine.notna(), pd.to_numeric(out[m], errors="coerce"))
+    return out[cols].reset_index(drop=True)
 
 
 def proposed_verdict(frame, references_errors=None):
-    """The proposed replacement check (``docs/verifier.md``) applied to recorded metrics.
+    """kbstudy's accuracy check as of checks v4 (``docs/verifier.md``; :func:`kbstudy.verify.accuracy_failure`, the
+    function the verifier itself calls) applied to recorded metrics, so records made by checks v1-v3 can be read as
+    the verifier judges today.
 
-    Per row: accepted when kbstudy's form, coverage, non-finite and integrity checks passed (``kbstudy_correct``,
-    or ``kbstudy_failure == "rel_l2"``: only the accuracy bound failed) and every metric ``m`` of
-    :data:`PROPOSED_THRESHOLDS` is at most ``max(T_m[precision], REFERENCE_FACTOR * ref_m)``, ``ref_m`` being the
-    reference's own value at that precision (``references_errors``, :func:`reference_errors`; 0 where unknown).
+    Per row: accepted when kbstudy's form, coverage, non-finite and integrity checks passed (``kbstudy_correct``, or
+    ``kbstudy_failure`` one of ``kbstudy.verify.ACCURACY_FAILURES``: only an accuracy bound failed) and
+    :func:`kbstudy.verify.accuracy_failure` finds no metric of :data:`METRICS` above ``max(T_m[precision],
+    REFERENCE_FACTOR * ref_m)``, ``ref_m`` being the reference's own value at that precision (``references_errors``,
+    :func:`reference_errors`; the fixed threshold alone where unknown).
 
     Args:
         frame: evaluation rows (records or :func:`null_findings` rows) with ``setting``, ``precision``, ``level``,
-            ``problem_id``, ``outcome``, ``kbstudy_correct``, ``kbstudy_failure`` and the metrics.
+            ``problem_id``, ``outcome``, ``kbstudy_correct``, ``kbstudy_failure``, ``coverage_sentinels`` and the
+            metrics.
         references_errors: :func:`reference_errors` of the same records.
     Returns a copy of ``frame`` with ``proposed_correct`` (True/False; None for a record made before the metrics were
-    recorded, i.e. without ``coverage_sentinels``; a metric missing from a newer record is not applicable, as for
-    integer outputs, which are compared exactly) and ``proposed_failure`` (the first failing metric, ``"<kbstudy
-    failure>"`` when an earlier check failed, or None). Approximate by construction: the records keep each metric's
-    worst value over trials, not the outputs.
+    recorded, i.e. without ``coverage_sentinels``, unless a recorded metric already fails; a metric missing from a
+    newer record is not applicable, as for integer outputs, which are compared exactly) and ``proposed_failure`` (the
+    failure name of the first failing metric, ``"rel_l2"``, ``"max_abs"`` or ``"elementwise"``; the kbstudy failure
+    or outcome when an earlier check failed; or None). Approximate by construction: the records keep each metric's
+    worst value over trials, and the reference's over KernelBench's trials, where the verifier bounds each trial by
+    its own input set's ``e_ref``.
     """
     import pandas as pd
 
@@ -528,31 +570,24 @@ def proposed_verdict(frame, references_errors=None):
         columns=keys + [f"ref_{m}" for m in METRICS])
     out = out.drop(columns=[c for c in refs.columns if c.startswith("ref_") and c in out.columns]).merge(
         refs, on=keys, how="left")
+    accuracy_failures = set(verify.ACCURACY_FAILURES.values())
     correct, failure = [], []
     for row in out.itertuples(index=False):
         if row.outcome != "evaluated":
             correct.append(False)
             failure.append(row.outcome)
             continue
-        if row.kbstudy_correct is not True and row.kbstudy_failure != "rel_l2":
+        if row.kbstudy_correct is not True and row.kbstudy_failure not in accuracy_failures:
             correct.append(False)
             failure.append(row.kbstudy_failure)
             continue
-        verdict, why = True, None
-        measured = isinstance(row.coverage_sentinels, (list, tuple))  # made by a verifier that records the metrics
-        for metric in METRICS:
-            value = getattr(row, metric)
-            if value is None or (isinstance(value, float) and math.isnan(value)):
-                if not measured:
-                    verdict = None  # recorded before the metric existed: unknown
-                continue  # measured but not applicable: integer and bool outputs are compared exactly
-            ref = getattr(row, f"ref_{metric}")
-            ref = 0.0 if ref is None or (isinstance(ref, float) and math.isnan(ref)) else float(ref)
-            bound = max(PROPOSED_THRESHOLDS[metric][row.precision], REFERENCE_FACTOR * ref)
-            if not float(value) <= bound:
-                verdict, why = False, metric
-                break
-        correct.append(verdict)
+        metrics = {m: getattr(row, m) for m in METRICS}
+        why = verify.accuracy_failure(metrics, {m: getattr(row, f"ref_{m}") for m in METRICS}, row.precision)
+        # made by a verifier that records every metric (a missing one is then not applicable), or older: unknown
+        measured = isinstance(row.coverage_sentinels, (list, tuple))
+        unknown = not measured and any(v is None or (isinstance(v, float) and math.isnan(v))
+                                       for v in metrics.values())
+        correct.append(False if why else (None if unknown else True))
         failure.append(why)
     out["proposed_correct"] = correct
     out["proposed_failure"] = failure
@@ -560,21 +595,24 @@ def proposed_verdict(frame, references_errors=None):
 
 
 def proposed_summary(findings):
-    """Per (precision, null kind): how many evaluated nulls kbstudy's current check and the proposed one accept, and
-    the proposed check's violations (a must-fail null accepted on a problem that is neither degenerate, low-spread
-    nor unjudgeable, the null not vacuous; or an honest one rejected). Columns: ``precision``, ``null``, ``role``, ``evaluated``,
-    ``kbstudy_passes``, ``proposed_passes``, ``proposed_unknown`` (a metric not recorded), ``proposed_violations``."""
+    """Per (precision, null kind): how many evaluated nulls the recorded verdict (``kbstudy_passes``, of the checks
+    version that made the record) and checks v4's accuracy check on the recorded metrics (:func:`proposed_verdict`)
+    accept, and the latter's violations of the calibration rule (:func:`kbstudy.calibration.rule_breaches`: a
+    must-fail null accepted on a problem that is not flagged degenerate, low-spread or unjudgeable, the null not
+    vacuous; or an honest one rejected on a judgeable problem). Columns: ``precision``, ``null``, ``role``,
+    ``evaluated``, ``kbstudy_passes``, ``proposed_passes``, ``proposed_unknown`` (a metric not recorded),
+    ``proposed_violations``."""
     import pandas as pd
+
+    from kbstudy.calibration import rule_breaches
 
     cols = ["precision", "null", "role", "evaluated", "kbstudy_passes", "proposed_passes", "proposed_unknown",
             "proposed_violations"]
     if not len(findings):
         return pd.DataFrame(columns=cols)
     judged = proposed_verdict(findings[findings.outcome.eq("evaluated")], reference_errors(findings))
-    excused = judged.degenerate.eq(True) | judged.low_spread.eq(True) | judged.vacuous | judged.unjudgeable.eq(True)
-    bad = (judged.must_fail & judged.proposed_correct.eq(True) & ~excused) | (
-        judged.role.eq("honest") & judged.proposed_correct.eq(False))
-    judged = judged.assign(bad=bad)
+    violation, _ = rule_breaches(judged.assign(kbstudy_correct=judged.proposed_correct))
+    judged = judged.assign(bad=violation & judged.proposed_correct.notna())
     rows = []
     for (precision, kind), g in judged.groupby(["precision", "null"], sort=True):
         rows.append({"precision": precision, "null": kind, "role": null_role(kind), "evaluated": len(g),
@@ -696,7 +734,7 @@ def metric_values(findings, evaluations, precisions: Sequence[str] | None = None
 
 def metric_strips(values, title: str = ""):
     """Figure: one panel per (precision, metric) of :func:`metric_values`, a strip of values per group on a log
-    axis, with the proposed threshold (:data:`PROPOSED_THRESHOLDS`) as a dashed line. Deterministic (jitter seeded
+    axis, with the threshold ``T_m`` (:data:`THRESHOLDS`) as a dashed line. Deterministic (jitter seeded
     through :func:`kbstudy.plots.seed_jitter`)."""
     import matplotlib.pyplot as plt
     import seaborn as sns
@@ -715,7 +753,7 @@ def metric_strips(values, title: str = ""):
             sns.stripplot(data=sub, x="value", y="group", order=groups, ax=ax, size=2.5, jitter=0.25, alpha=0.6,
                           orient="h", hue="group", hue_order=groups, legend=False, rasterized=True)
             ax.set_xscale("log")
-            ax.axvline(PROPOSED_THRESHOLDS[metric][precision], color="0.2", linestyle="--", linewidth=1)
+            ax.axvline(THRESHOLDS[metric][precision], color="0.2", linestyle="--", linewidth=1)
             ax.set(xlabel=metric if i == len(precisions) - 1 else "", ylabel=precision if j == 0 else "")
             if j:
                 ax.set_yticklabels([])

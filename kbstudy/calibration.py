@@ -1,18 +1,23 @@
 """Null-candidate calibration: which null candidates pass which verdict, per problem and precision.
 
-Rule: on a problem whose reference is not degenerate (``ReferenceRecord.degenerate`` false), kbstudy's verdict must
-reject every *must-fail* null: ``zeros``, ``mean`` and the partial writers, and must accept every *honest* one:
-``reference`` and, where it was run, ``compile`` (the reference under ``torch.compile``). Two nulls are *probes*,
-reported but not required to fail, because they can be accurate answers:
+Rule: on a problem that is not *flagged* (``ReferenceRecord.degenerate``, ``low_spread`` and ``unjudgeable`` all
+false: ``docs/verifier.md``, "The replacement check", step 2), kbstudy's verdict must reject every *must-fail* null:
+``zeros``, ``mean`` and the partial writers, and must accept every *honest* one: ``reference`` and, where it was run,
+``compile`` (the reference under ``torch.compile``). Two nulls are *probes*, reported but not required to fail,
+because they can be accurate answers:
 
 * ``noise`` adds at most KernelBench's atol to each element; on an output whose RMS is well above atol it is within
   any sensible tolerance (kbstudy rejects it only where atol exceeds the output's scale, which is the finding);
 * ``lowprec`` at fp32 computes in fp16, whose unit roundoff (2^-11) equals TF32's, which kbstudy's fp32 threshold
   admits on purpose; at bf16 it keeps 3 mantissa bits and is expected to fail.
 
-A null that passes kbstudy's check on a degenerate problem is no violation: the problem is the finding. Nor is
-``mean`` on an output of a single element (a loss, a norm): the mean of one value is that value, so there the "null"
-is the reference itself (``vacuous`` below), which no verdict can or should reject.
+A must-fail null that passes kbstudy's check on a flagged problem is no violation but an *excused* finding: the
+problem is the finding (degenerate: the null may be the answer; low-spread: a constant is within a factor
+``kbstudy.verify.LOW_SPREAD_FACTOR`` of any relative check; unjudgeable: the reference at the precision has no correct
+digit, so the adaptive bound admits anything of the output's size), and the verdict is no evidence either way. So is
+an honest null rejected on an unjudgeable problem. Nor is ``mean`` on an output of a single element (a loss, a norm)
+any finding: the mean of one value is that value, so there the "null" is the reference itself (``vacuous`` below),
+which no verdict can or should reject.
 
 :func:`run_calibration` is what ``kbstudy calibrate`` runs; :func:`calibration_findings` turns the records into one
 row per (run, problem, precision, null) with its role and whether it violates the rule.
@@ -36,8 +41,13 @@ VACUOUS_ON_SCALAR = ("mean",)
 FINDING_COLUMNS = ["run", "hardware", "size_scale", "level", "problem_id", "problem_name", "precision", "null",
                    "role", "outcome", "kernelbench_correct", "kbstudy_correct", "kbstudy_failure", "rel_l2_error",
                    "max_abs_error_normalized", "elementwise_rel_error_max", "coverage", "kernelbench_max_abs_diff",
-                   "output_rms", "output_numel", "degenerate", "degenerate_constant", "degenerate_inputs", "vacuous",
-                   "must_fail", "violation"]
+                   "output_rms", "output_numel", "degenerate", "degenerate_constant", "degenerate_inputs", "low_spread",
+                   "unjudgeable", "reference_rel_l2_error", "reference_max_abs_error_normalized",
+                   "reference_elementwise_rel_error_max", "vacuous", "must_fail", "violation", "excused"]
+#: The reference record's fields joined onto each null record (its problem's degeneracy, flags and own errors).
+REFERENCE_COLUMNS = ["degenerate", "degenerate_constant", "degenerate_inputs", "low_spread", "unjudgeable",
+                     "reference_rel_l2_error", "reference_max_abs_error_normalized",
+                     "reference_elementwise_rel_error_max", "output_rms", "output_shape"]
 
 
 def null_role(kind: str) -> str:
@@ -61,21 +71,40 @@ def _numel(shape) -> float:
     return float(n)
 
 
+def rule_breaches(frame):
+    """The calibration rule (module docstring) on rows that carry ``must_fail``, ``vacuous``, ``role``, ``outcome``,
+    ``kbstudy_correct`` and the problem flags ``degenerate``, ``low_spread``, ``unjudgeable`` (``True``, ``False``, or
+    ``None``/NaN where unknown: not flagged).
+
+    Returns ``(violation, excused)``, boolean Series aligned with ``frame``: a *breach* is a must-fail null, not
+    vacuous, that kbstudy accepted, or an honest null that was evaluated and rejected; it is *excused* when the
+    problem is flagged (any flag for a must-fail null, ``unjudgeable`` for an honest one), else a *violation*.
+    """
+    accepted = frame.kbstudy_correct.eq(True)
+    must_fail_accepted = frame.must_fail.astype(bool) & ~frame.vacuous.astype(bool) & accepted
+    honest_rejected = frame.role.eq("honest") & frame.outcome.eq("evaluated") & ~accepted
+    unjudgeable = frame.unjudgeable.eq(True)
+    flagged = frame.degenerate.eq(True) | frame.low_spread.eq(True) | unjudgeable
+    excused = (must_fail_accepted & flagged) | (honest_rejected & unjudgeable)
+    return (must_fail_accepted | honest_rejected) & ~excused, excused
+
+
 def calibration_findings(evaluations, references, extra_columns: Sequence[str] = ()):
     """One row per (run, problem, precision, null kind, size scale, hardware) of calibration records.
 
     Args:
         evaluations: a frame of :class:`kbstudy.records.EvaluationRecord` rows (``RecordStore.evaluations_frame()`` or
             ``kbstudy.records.load_evaluations``); only null candidates (``model_config`` ``null:<kind>``) are used.
-        references: the matching :class:`kbstudy.records.ReferenceRecord` rows (degeneracy, output shape and RMS),
-            joined on the evaluation's ``reference_key`` (falling back to problem hash and precision for rows without
-            one).
+        references: the matching :class:`kbstudy.records.ReferenceRecord` rows (:data:`REFERENCE_COLUMNS`:
+            degeneracy, flags, the reference's own errors, output shape and RMS), joined on the evaluation's
+            ``reference_key`` (falling back to problem hash and precision for rows without one).
         extra_columns: columns of ``evaluations`` to carry through after :data:`FINDING_COLUMNS` (e.g. ``setting``).
     Returns a pandas DataFrame with :data:`FINDING_COLUMNS`: the record's identity and verdict fields, ``null`` (the
     kind), ``role`` (:func:`null_role`), ``output_rms`` (float64 reference RMS, output units) and ``output_numel``
-    (from the reference record; NaN when unknown), the degeneracy flags, ``vacuous`` (a :data:`VACUOUS_ON_SCALAR`
-    null on a one-element output), ``must_fail`` and ``violation``: a must-fail null, not vacuous, that kbstudy
-    accepted on a non-degenerate problem, or an honest null that was evaluated and rejected. Sorted by precision,
+    (from the reference record; NaN when unknown), the degeneracy flags, the ``low_spread`` and ``unjudgeable`` flags
+    and the reference's own errors as recorded (``None``/NaN on reference records of schema < 3, which lack them;
+    ``kbstudy.audit.null_findings`` recomputes the flags there), ``vacuous`` (a :data:`VACUOUS_ON_SCALAR` null on a
+    one-element output), ``must_fail``, and ``violation`` / ``excused`` (:func:`rule_breaches`). Sorted by precision,
     level, problem id, null.
     """
     import pandas as pd
@@ -85,8 +114,9 @@ def calibration_findings(evaluations, references, extra_columns: Sequence[str] =
         return pd.DataFrame(columns=columns)
     ev = evaluations[evaluations.model_config.astype(str).str.startswith("null:")].copy()
     ev["null"] = ev.model_config.str.slice(5)
-    ref_cols = ["degenerate", "degenerate_constant", "degenerate_inputs", "output_rms", "output_shape"]
+    ref_cols = REFERENCE_COLUMNS
     refs = references if len(references) else pd.DataFrame(columns=["key", "problem_sha256", "precision", *ref_cols])
+    refs = refs.reindex(columns=list(dict.fromkeys([*refs.columns, *ref_cols])))  # frames made without newer fields
     by_key = refs.drop_duplicates("key", keep="last")[["key", *ref_cols]].rename(columns={"key": "reference_key"})
     found = ev["reference_key"].isin(by_key["reference_key"])
     by_problem = refs.drop_duplicates(["problem_sha256", "precision"], keep="last")[
@@ -98,11 +128,7 @@ def calibration_findings(evaluations, references, extra_columns: Sequence[str] =
     ev["role"] = ev["null"].map(null_role)
     ev["must_fail"] = ev["null"].isin(MUST_FAIL)
     ev["vacuous"] = ev["null"].isin(VACUOUS_ON_SCALAR) & ev["output_numel"].eq(1.0)
-    accepted = ev.kbstudy_correct.eq(True)
-    not_degenerate = ~ev.degenerate.eq(True)
-    evaluated = ev.outcome.eq("evaluated")
-    ev["violation"] = (ev.must_fail & ~ev.vacuous & accepted & not_degenerate) | (
-        ev.role.eq("honest") & evaluated & ~accepted)
+    ev["violation"], ev["excused"] = rule_breaches(ev)
     out = ev[columns].sort_values(["precision", "level", "problem_id", "null", "size_scale", "hardware"])
     return out.reset_index(drop=True)
 
@@ -115,19 +141,28 @@ def print_calibration(findings, title: str) -> None:
 
     console = Console()
     table = Table(title=title)
-    for col in ("null", "role", "evaluated", "KB passes", "kbstudy passes", "violations"):
+    for col in ("null", "role", "evaluated", "KB passes", "kbstudy passes", "violations", "excused"):
         table.add_column(col)
     for kind, group in findings.groupby("null", sort=True):
         evaluated = group[group.outcome == "evaluated"]
         table.add_row(kind, null_role(kind), str(len(evaluated)), str(int(evaluated.kernelbench_correct.eq(True).sum())),
-                      str(int(evaluated.kbstudy_correct.eq(True).sum())), str(int(group.violation.sum())))
+                      str(int(evaluated.kbstudy_correct.eq(True).sum())), str(int(group.violation.sum())),
+                      str(int(group.excused.sum())))
     console.print(table)
+    for flag in ("low_spread", "unjudgeable"):
+        for _, row in findings[findings[flag].eq(True)].drop_duplicates("problem_name").iterrows():
+            error = row.reference_rel_l2_error
+            console.print(f"{flag.replace('_', '-')} problem: {row.problem_name} (reference's own relative L2 error "
+                          f"{'unknown' if error is None else format(float(error), '.3g')})")
     degenerate = findings[findings.degenerate.eq(True)].drop_duplicates("problem_name")
     for _, row in degenerate.iterrows():
         console.print(f"degenerate reference: {row.problem_name} (constant={row.degenerate_constant}, "
                       f"inputs without effect={row.degenerate_inputs})")
     for _, row in findings[findings.vacuous & findings.kbstudy_correct.eq(True)].iterrows():
         console.print(f"vacuous null: null:{row['null']} on {row.problem_name} (one-element output: it is the reference)")
+    for _, row in findings[findings.excused].iterrows():
+        console.print(f"excused: null:{row['null']} on {row.problem_name}, a flagged problem: "
+                      f"kbstudy_correct={row.kbstudy_correct} ({row.kbstudy_failure})")
     for _, row in findings[findings.violation].iterrows():
         console.print(f"VIOLATION: null:{row['null']} on {row.problem_name}: kbstudy_correct={row.kbstudy_correct} "
                       f"({row.kbstudy_failure})")
@@ -153,7 +188,8 @@ def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[st
             ``selection.jsonl`` (one line per problem considered, sorted keys) into each precision's folder.
         retry_outcomes: outcomes whose records are evaluated again (``EvalConfig.retry_outcomes``), e.g.
             ``("out_of_memory", "crashed")`` after a run whose lanes shared one GPU.
-    Returns the number of violations (:func:`calibration_findings`) over the precisions. Raises ``KeyError`` for an
+    Returns the number of violations (:func:`calibration_findings`; excused findings on flagged problems are not
+    counted) over the precisions. Raises ``KeyError`` for an
     unknown null kind and ``RuntimeError`` from ``evaluate_batch``.
     """
     from kbstudy.candidates import null_candidates

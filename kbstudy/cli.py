@@ -167,7 +167,7 @@ def calibrate_command(
 ) -> None:
     """Null-candidate calibration: null:reference and every calibration null on every problem,
     per precision, through the same evaluation path as `eval`; no candidate or baseline timing. Prints which nulls
-    pass KernelBench's check and kbstudy's, and the problems whose reference is degenerate."""
+    pass KernelBench's check and kbstudy's, and the problems flagged degenerate, low-spread or unjudgeable."""
     from kbstudy.calibration import run_calibration
     from kbstudy.candidates import CALIBRATION_NULLS, NULL_CANDIDATES
     from kbstudy.problems import ProblemLoadError, load_problems
@@ -206,8 +206,9 @@ def calibrate_command(
                                    retry_outcomes=tuple(retry_outcome or ()))
     except (RuntimeError, ValueError) as exc:  # ValueError: an unknown outcome to retry
         _fail(str(exc))
-    typer.echo(f"{failures} null candidates pass kbstudy's check on a non-degenerate problem, or are honest and "
-               "fail it (must be 0; noise and lowprec excepted: see kbstudy.calibration)")
+    typer.echo(f"{failures} null candidates pass kbstudy's check on a problem not flagged degenerate, low-spread or "
+               "unjudgeable, or are honest and fail it (must be 0; noise and lowprec excepted: see "
+               "kbstudy.calibration)")
 
 
 @app.command("export")

@@ -44,10 +44,11 @@ from kbstudy.execution import unpack
 from kbstudy.candidates import Candidate
 from kbstudy.problems import Problem, scale_source
 from kbstudy.records import (OUTCOMES, EvaluationRecord, RecordStore, ReferenceRecord, evaluation_key,
-                             reference_key)
+                             problem_flags, reference_key)
 from kbstudy.variants import FRESH, VARIANTS, ExtraTrial, plan_extra_trials
-from kbstudy.verify import (FLOAT_SENTINEL, KERNELBENCH_TRIALS, TIMING_OUTPUT_MISMATCH, KbstudyTrial, KernelBenchTrial,
-                            combine, combine_extra, sentinel_label)
+from kbstudy.verify import (ACCURACY_METRICS, CHECKS_VERSION, FLOAT_SENTINEL, KERNELBENCH_TRIALS,
+                            TIMING_OUTPUT_MISMATCH, KbstudyTrial, KernelBenchTrial, combine, combine_extra,
+                            sentinel_label)
 
 # Children fork from a server that has already imported torch and Inductor (no CUDA initialised there), so a fresh
 # process per candidate costs milliseconds, not the ~2 s of `import torch` plus the ~3 s of `torch._inductor` that
@@ -140,9 +141,12 @@ class EvalConfig:
         verifier's checks (a record made without the second sentinel, the storage-reuse trial, the extra trials or
         the timing pool is a different evaluation, so a rerun with them on evaluates again rather than reusing it).
         ``checks=v3``: extra trials, timing pool with checked outputs, host cross-check, significance of speedups.
-        The extra trials' seeds are not part of it (they are drawn per run; records list them)."""
+        ``checks=v4``: kbstudy's accuracy verdict of ``docs/verifier.md`` (three metrics, each bound
+        ``max(T, REFERENCE_FACTOR * e_ref)`` with the reference's own error on the same input set; problem flags on
+        the reference record). The extra trials' seeds are not part of it (they are drawn per run; records list
+        them)."""
         return (f"trials={self.trials};seed={self.seed};inputs_on_device={self.inputs_on_device};"
-                f"checks=v3;second_sentinel={self.second_sentinel};storage_reuse_trial={self.storage_reuse_trial};"
+                f"checks={CHECKS_VERSION};second_sentinel={self.second_sentinel};storage_reuse_trial={self.storage_reuse_trial};"
                 f"fresh_trials={self.fresh_trials};variants={','.join(self.variants)};"
                 f"timing_pool_bytes={self.timing_pool_bytes}"
                 + (";skip_float32_only" if self.skip_float32_only else ""))  # keys made without it stay valid
@@ -923,10 +927,12 @@ def _time_reference(ref: _Reference | None, ref_error: str | None, key: str, pro
                       for t, reason in sorted((ref.info.get("variants") or {}).items())}
     row.update({"output_shape": ref.info.get("output_shape"), "output_dtype": ref.info.get("output_dtype"),
                 "reference_dtype": ref.info.get("reference_dtype"),
-                **{k: ref.info.get(k) for k in ("output_rms", "degenerate", "degenerate_constant", "degenerate_inputs")},
+                **{k: ref.info.get(k) for k in ("output_rms", "degenerate", "degenerate_constant", "degenerate_inputs",
+                                                "low_spread", "unjudgeable")},
+                **{f"reference_{m}": ref.info.get(f"reference_{m}") for m in ACCURACY_METRICS},
                 "metadata": {"tf32_matmul": ref.info.get("tf32_matmul"), "tf32_cudnn": ref.info.get("tf32_cudnn"),
                              **({"variants": variant_report} if variant_report else {}),
-                             **{k: ref.info[k] for k in ("output_rel_std", "degeneracy_error")
+                             **{k: ref.info[k] for k in ("output_rel_std", "degeneracy_error", "flags_error")
                                 if ref.info.get(k) is not None}}})
     try:
         result = ref.request({"op": "time", "eager": cfg.eager_baseline, "compile": cfg.compile_baseline,
@@ -968,6 +974,8 @@ def _write(store: RecordStore, summary: BatchSummary, problem: Problem, cand: Ca
             for stat in ("median", "q1", "q3"):
                 setattr(record, f"{base}_ms_{stat}", ref_row.get(f"{base}_ms_{stat}"))
         record.reference_dtype = ref_row.get("reference_dtype")
+        if record.outcome == "evaluated":
+            record.problem_flags = problem_flags(ref_row)  # so counts can exclude verdicts on flagged problems
         if record.candidate_ms_median and record.timing_output_ok is not False:
             _speedups(record, ref_row, samples)
     store.append(record)

@@ -31,7 +31,10 @@ from typing import Any, Iterable, Iterator
 #: 2: extra trials (``kbstudy_variants``, ``correct_default_only``), timing pool and timed-output check, host
 #: cross-check, raw timing samples, speedup intervals and significance, custom-kernel share. Scoring applies the
 #: significance rule to records of version 2 and later only (``kbstudy.scoring``).
-SCHEMA_VERSION = 2
+#: 3: kbstudy's verdict is checks v4 (``kbstudy.verify``: three accuracy metrics, bounds adapting to the reference's
+#: own error); ``ReferenceRecord`` gains the reference's own metrics and the ``low_spread`` / ``unjudgeable`` flags,
+#: ``EvaluationRecord`` gains ``problem_flags``. Older records load with those fields ``None`` (NaN in frames).
+SCHEMA_VERSION = 3
 
 #: Outcome categories, in the order a candidate meets them. Only ``evaluated`` carries verdicts and timings.
 OUTCOMES = (
@@ -96,9 +99,13 @@ class EvaluationRecord:
     kernelbench_tolerance: float | None = None
     kernelbench_max_abs_diff: float | None = None
     kernelbench_mean_abs_diff: float | None = None
-    # kbstudy's verdict (scale-invariant): relative L2 error against float64, coverage of the output
+    # kbstudy's verdict (scale-invariant, kbstudy.verify): form, coverage, and three accuracy metrics against float64
+    # with bounds max(T, 4 e_ref) (checks v4; v1-v3 judged the relative L2 error alone)
     kbstudy_correct: bool | None = None
     kbstudy_failure: str | None = None
+    # the flags of the problem's reference record that are set ("degenerate", "low_spread", "unjudgeable"): a verdict
+    # on a flagged problem is no evidence of correctness; [] for none; None without a reference record (schema < 3)
+    problem_flags: list | None = None
     # kbstudy's extra trials (kbstudy.variants): fresh seeds and other input distributions
     kbstudy_variants: dict | None = None
     correct_default_only: bool | None = None
@@ -107,7 +114,7 @@ class EvaluationRecord:
     coverage: float | None = None
     coverage_threshold: float | None = None
     coverage_sentinels: list | None = None
-    # recorded metrics (kbstudy.verify's docstring has their formulas; they do not decide the verdict yet)
+    # the other two accuracy metrics (kbstudy.verify's docstring has their formulas; they decide from checks v4 on)
     max_abs_error_normalized: float | None = None
     elementwise_rel_error_max: float | None = None
     shape_ok: bool | None = None
@@ -215,6 +222,15 @@ class ReferenceRecord:
     degenerate: bool | None = None
     degenerate_constant: bool | None = None
     degenerate_inputs: list | None = None
+    # the reference at the run's precision against float64: worst over KernelBench's fixed-seed trials of each accuracy
+    # metric (kbstudy.reference.ReferenceSession.problem_flags; dimensionless); None before schema 3
+    reference_rel_l2_error: float | None = None
+    reference_max_abs_error_normalized: float | None = None
+    reference_elementwise_rel_error_max: float | None = None
+    # problem flags at this precision (kbstudy.verify.is_low_spread / is_unjudgeable; findings about the problem, as
+    # ``degenerate``): a constant comes within LOW_SPREAD_FACTOR of passing; the reference has no correct digit
+    low_spread: bool | None = None
+    unjudgeable: bool | None = None
     schema_version: int = SCHEMA_VERSION
     git_commit: str | None = None
     kbstudy_version: str | None = None
@@ -297,7 +313,17 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[dict]:
 
 #: Columns written to Parquet as JSON strings besides ``metadata`` (nested or ragged values; ``null`` for None); the
 #: release (``kbstudy.release``) encodes the same ones.
-JSON_COLUMNS = ("output_shape", "kbstudy_variants", "top_kernels")
+JSON_COLUMNS = ("output_shape", "kbstudy_variants", "top_kernels", "problem_flags")
+#: The flags of a reference record that a verdict on its problem carries in ``EvaluationRecord.problem_flags``.
+PROBLEM_FLAGS = ("degenerate", "low_spread", "unjudgeable")
+
+
+def problem_flags(reference_row: dict | None) -> list | None:
+    """``EvaluationRecord.problem_flags`` from a reference row: the names of :data:`PROBLEM_FLAGS` that are true
+    there, in that order; ``None`` without an evaluated reference row."""
+    if not reference_row or reference_row.get("outcome") != "evaluated":
+        return None
+    return [name for name in PROBLEM_FLAGS if reference_row.get(name) is True]
 
 
 class RecordStore:
@@ -355,7 +381,8 @@ class RecordStore:
             frame["metadata"] = frame["metadata"].map(lambda m: json.dumps(m or {}, sort_keys=True))
             for column in JSON_COLUMNS:
                 if column in frame:
-                    frame[column] = frame[column].map(lambda v: json.dumps(v))
+                    # a field older records lack is NaN in the frame: stored as JSON null, not as "NaN"
+                    frame[column] = frame[column].map(lambda v: json.dumps(_finite_or_none(v)))
             path = self.folder / f"{name}.parquet"
             frame.to_parquet(path, index=False)
             written.append(path)

@@ -62,6 +62,8 @@ class ReferenceSession:
         self.input_device = self.device if job.get("inputs_on_device", True) else "cpu"
         self.cache_bytes = int(job.get("cache_bytes", 8 << 30))
         self.cache: collections.OrderedDict[Any, tuple] = collections.OrderedDict()
+        # e_ref per input set (kbstudy.verify.reference_errors): a few floats each, kept after the trial is evicted
+        self._reference_errors: dict[Any, dict] = {}
         torch.set_grad_enabled(False)
         self.module = execution.load_module(job["source"], "kbstudy_reference_problem", job.get("filename", "<problem>"))
         execution.set_seed(self.timing_seed)
@@ -126,6 +128,18 @@ class ReferenceSession:
             torch.cuda.synchronize(self.device)
         return entry
 
+    def reference_errors(self, trial) -> dict:
+        """``e_ref`` of one input set (a trial index or ``("timing", e)``, as :meth:`trial`): the accuracy metrics of
+        the reference at the run's precision against the float64 reference on that set's inputs, worst over the
+        outputs (``kbstudy.verify.reference_errors``: ``{metric: float | None}``, dimensionless). The bounds of
+        kbstudy's accuracy check on that input set are ``max(T_m, REFERENCE_FACTOR * e_ref[m])``. Computed once per
+        input set; where float64 is unavailable (``reference_dtype`` is the precision's) every value is 0."""
+        key = trial if isinstance(trial, tuple) else int(trial)
+        if key not in self._reference_errors:
+            _, expected, expected64 = self.trial(trial)
+            self._reference_errors[key] = verify.reference_errors(expected, expected64)
+        return self._reference_errors[key]
+
     def _reference64(self, inputs: list, seed: int, expected: list) -> list:
         import torch
 
@@ -169,10 +183,11 @@ class ReferenceSession:
                 ``worker.global_state_diff``), ``reused_inputs`` (this trial ran on the previous trial's storage).
             kernelbench: also run KernelBench's check (``False`` for kbstudy's extra trials, which KernelBench's
                 verdict does not include; its entry is then ``None``).
-        Returns ``{"kernelbench": KernelBenchTrial | None, "kbstudy": KbstudyTrial, "integrity": dict}``. An integrity
-        violation fails kbstudy's trial (``inputs_mutated`` > ``global_state`` > ``stale_output``); ``stale_output``
-        is a failed value check on a storage-reuse trial whose outputs pass kbstudy's check against the *previous*
-        trial's expected outputs (a result cached by shape, pointer or object identity).
+        Returns ``{"kernelbench": KernelBenchTrial | None, "kbstudy": KbstudyTrial, "integrity": dict}``. kbstudy's
+        accuracy bounds are this trial's own (:meth:`reference_errors`). An integrity violation fails kbstudy's trial
+        (``inputs_mutated`` > ``global_state`` > ``stale_output``); ``stale_output`` is a failed value check on a
+        storage-reuse trial whose outputs pass kbstudy's check against the *previous* trial's expected outputs (a
+        result cached by shape, pointer or object identity).
         """
         _, expected, expected64 = self.trial(trial)
         kb = verify.kernelbench_trial(expected, outputs, self.precision) if kernelbench else None
@@ -181,7 +196,8 @@ class ReferenceSession:
             kbs = verify.KbstudyTrial(False, "not_a_dense_tensor", None, None, f"output types {forms}",
                                       sentinel=verify.sentinel_label(sentinel))
         else:
-            kbs = verify.kbstudy_trial(expected, expected64, outputs, self.precision, sentinel)
+            kbs = verify.kbstudy_trial(expected, expected64, outputs, self.precision, sentinel,
+                                       self.reference_errors(trial))
         integrity = dict(integrity or {})
         if integrity.get("inputs_mutated"):
             kbs = verify.integrity_failure(kbs, "inputs_mutated",
@@ -189,9 +205,10 @@ class ReferenceSession:
         elif integrity.get("global_state"):
             kbs = verify.integrity_failure(kbs, "global_state", "; ".join(integrity["global_state"])[:2000])
         elif (integrity.get("reused_inputs") and int(trial) > 0
-              and kbs.failure in ("rel_l2", "mismatch", "nonfinite")):
+              and kbs.failure in ("mismatch", "nonfinite", *verify.ACCURACY_FAILURES.values())):
             _, previous, previous64 = self.trial(int(trial) - 1)
-            if verify.kbstudy_trial(previous, previous64, outputs, self.precision, sentinel).passed:
+            if verify.kbstudy_trial(previous, previous64, outputs, self.precision, sentinel,
+                                    self.reference_errors(int(trial) - 1)).passed:
                 integrity["stale_output"] = True
                 kbs = verify.integrity_failure(kbs, "stale_output", f"trial {trial} ran on trial {int(trial) - 1}'s "
                                                "input storage with new values and returned trial "
@@ -308,7 +325,8 @@ class ReferenceSession:
             try:
                 inputs, expected, expected64 = self.trial(t)
                 original = self._make_inputs(extra.seed)
-                out[t] = variants.applicability(original, inputs, expected, expected64, self.precision)
+                out[t] = variants.applicability(original, inputs, expected, expected64, self.precision,
+                                                self.reference_errors(t))
             except Exception as exc:  # noqa: BLE001 - the reference cannot take these inputs: not applicable
                 self.cache.pop(t, None)
                 out[t] = "the reference raised on these inputs: " + execution.error_text(exc, 500)
@@ -380,7 +398,8 @@ class ReferenceSession:
         for entry, call, outputs in checked:
             _, expected, expected64 = self.trial(("timing", int(entry)))
             if check == "kbstudy":
-                result = verify.kbstudy_trial(expected, expected64, outputs, self.precision, "nan")
+                result = verify.kbstudy_trial(expected, expected64, outputs, self.precision, "nan",
+                                              self.reference_errors(("timing", int(entry))))
                 detail = None if result.passed else f"{result.failure}: {result.detail}"
             else:
                 result = verify.kernelbench_trial(expected, outputs, self.precision)
@@ -389,15 +408,50 @@ class ReferenceSession:
                 mismatches.append({"entry": int(entry), "call": int(call), "detail": detail})
         return {"ok": not mismatches, "checked": len(checked), "mismatches": mismatches[:10]}
 
+    # ------------------------------------------------------------------------------------------------ flags
+    def problem_flags(self, degeneracy: dict) -> dict:
+        """The reference's own accuracy at the run's precision and the problem's flags (``docs/verifier.md``, "The
+        replacement check", step 2), once per problem, precision and size:
+
+        * ``reference_<metric>`` for each metric of ``kbstudy.verify.ACCURACY_METRICS``: the worst over KernelBench's
+          fixed-seed trials of :meth:`reference_errors` (dimensionless; ``None`` where no trial measured it);
+        * ``low_spread``: ``kbstudy.verify.is_low_spread`` of the first floating output of trial 0 (elements and
+          ``output_rel_std`` from ``degeneracy``); ``None`` when the degeneracy check itself failed;
+        * ``unjudgeable``: ``kbstudy.verify.is_unjudgeable`` of ``reference_rel_l2_error``.
+
+        Never raises: a reference that fails on a trial leaves the metrics ``None`` and records ``flags_error``.
+        """
+        import torch
+
+        result: dict[str, Any] = {f"reference_{m}": None for m in verify.ACCURACY_METRICS}
+        result.update(low_spread=None, unjudgeable=None, flags_error=None)
+        try:
+            for t in range(len(self.trial_seeds)):
+                for metric, value in self.reference_errors(t).items():
+                    key = f"reference_{metric}"
+                    if value is not None:
+                        result[key] = value if result[key] is None else max(result[key], value)
+            if degeneracy.get("degeneracy_error") is None:
+                _, _, expected64 = self.trial(0)
+                floating = [x for x in expected64 if isinstance(x, torch.Tensor) and x.is_floating_point()]
+                numel = int(torch.isfinite(floating[0]).sum()) if floating else 0
+                result["low_spread"] = verify.is_low_spread(numel, degeneracy.get("output_rel_std"), self.precision)
+            result["unjudgeable"] = verify.is_unjudgeable(result["reference_rel_l2_error"])
+        except Exception as exc:  # noqa: BLE001 - recorded as unknown, as the degeneracy check does
+            result["flags_error"] = execution.error_text(exc, 1000)
+        return result
+
     def describe(self) -> dict:
         """What the orchestrator records about the reference: first output's shape and dtype, bytes of all outputs,
-        the dtype the kbstudy verdict compares against, TF32 flags, :meth:`degeneracy`'s fields, and ``variants``
-        (:meth:`variant_applicability`: ``{extra trial index: None | reason it does not apply}``)."""
+        the dtype the kbstudy verdict compares against, TF32 flags, :meth:`degeneracy`'s fields, :meth:`problem_flags`'
+        fields, and ``variants`` (:meth:`variant_applicability`: ``{extra trial index: None | reason it does not
+        apply}``)."""
         import torch
 
         _, expected, _ = self.trial(0)
         first = expected[0] if expected else None
         applicability = self.variant_applicability()
+        degeneracy = self.degeneracy()
         return {
             "variants": applicability,
             "output_shape": list(first.shape) if isinstance(first, torch.Tensor) else None,
@@ -406,7 +460,8 @@ class ReferenceSession:
             "reference_dtype": self.reference_dtype,
             "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
             "tf32_cudnn": torch.backends.cudnn.allow_tf32,
-            **self.degeneracy(),
+            **degeneracy,
+            **self.problem_flags(degeneracy),
         }
 
 

@@ -128,7 +128,9 @@ def _as_parquet(frame, path: Path):
     out = frame.copy()
     for col in _JSON_COLUMNS:
         if col in out.columns:
-            out[col] = out[col].map(lambda v: json.dumps(v, sort_keys=True) if v is not None else None)
+            # None, or NaN where a record predates the field (e.g. problem_flags before schema 3): a null, not "NaN"
+            out[col] = out[col].map(lambda v: None if v is None or (isinstance(v, float) and v != v)
+                                    else json.dumps(v, sort_keys=True))
     out.to_parquet(path, index=False)
     import pyarrow.parquet as pq
 

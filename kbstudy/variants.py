@@ -30,7 +30,12 @@ precision only if, on the variant trial's own inputs (:func:`applicability`):
 3. the float64 reference output is not constant: not (all elements equal, or std / RMS < 1e-6, or all zero), the rule
    of ``ReferenceRecord.degenerate_constant``; integer and bool outputs count as constant when all elements are equal;
 4. the reference itself, run at the run's precision, passes kbstudy's check against the float64 reference on these
-   inputs (``verify.kbstudy_trial``): the problem's own PyTorch code is accurate there, so an honest kernel can be.
+   inputs (``verify.kbstudy_trial``, with this input set's own accuracy bounds): its output is finite where the
+   float64 one is, so an honest kernel's can be;
+5. these inputs are judgeable at the run's precision (``verify.is_unjudgeable`` of the reference's own relative L2
+   error on them is false): the reference at that precision keeps a correct digit, so the check, whose bounds widen
+   to ``REFERENCE_FACTOR`` times that error (checks v4, ``docs/verifier.md``), still rejects an all-zeros output.
+   Before checks v4 the bounds were fixed, and rule 4 also required the reference to be within them.
 
 Otherwise the variant is recorded as ``"n.a."`` with the reason (``ReferenceRecord.metadata["variants"]``,
 ``EvaluationRecord.metadata["variant_notes"]``) and its trial is not run. Fresh-seed trials draw from the problem's
@@ -146,8 +151,8 @@ def is_constant(x) -> bool:
 
 
 def applicability(original: Sequence[Any], transformed: Sequence[Any], expected: Sequence[Any],
-                  expected64: Sequence[Any], precision: str) -> str | None:
-    """Why a variant does not apply on these inputs, or ``None`` if it does (module docstring, rules 1-4).
+                  expected64: Sequence[Any], precision: str, reference_metrics: dict | None = None) -> str | None:
+    """Why a variant does not apply on these inputs, or ``None`` if it does (module docstring, rules 1-5).
 
     Args:
         original: the trial's inputs before the transform (as ``get_inputs()`` gave them, cast to the precision).
@@ -155,6 +160,8 @@ def applicability(original: Sequence[Any], transformed: Sequence[Any], expected:
         expected: the reference's outputs at the run's precision on ``transformed``.
         expected64: the float64 reference's outputs on ``transformed``.
         precision: ``fp32``, ``fp16`` or ``bf16``.
+        reference_metrics: ``e_ref`` of these inputs (``verify.reference_errors(expected, expected64)``, computed
+            here when ``None``).
     """
     import torch
 
@@ -170,9 +177,14 @@ def applicability(original: Sequence[Any], transformed: Sequence[Any], expected:
     tensors = [x for x in expected64 if isinstance(x, torch.Tensor)]
     if tensors and all(is_constant(x) for x in tensors):
         return "the float64 reference output is constant"
-    own = verify.kbstudy_trial(expected, expected64, expected, precision, "nan")
+    if reference_metrics is None:
+        reference_metrics = verify.reference_errors(expected, expected64)
+    own = verify.kbstudy_trial(expected, expected64, expected, precision, "nan", reference_metrics)
     if not own.passed:
         return f"the reference at {precision} fails kbstudy's check on these inputs ({own.failure}: {own.detail})"
+    if verify.is_unjudgeable(reference_metrics.get("rel_l2_error")):
+        return (f"unjudgeable at {precision} on these inputs: {verify.REFERENCE_FACTOR:g} x the reference's own "
+                f"relative L2 error ({reference_metrics['rel_l2_error']:.3g}) is at least 1")
     return None
 
 

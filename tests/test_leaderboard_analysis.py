@@ -201,6 +201,7 @@ def test_release_dataset(tmp_path):
     assert all(c["description"] for c in schema["evaluations"])
     assert {"paper_category", "dtype_status", "records_folder"} <= set(frame.columns)
     assert json.loads(frame["metadata"].iloc[0]) == rows[0]["metadata"]
+    assert frame["problem_flags"].isna().all()  # records older than the field: null in Parquet, not the string "NaN"
     readme = paths["README.md"].read_text()
     assert "28 evaluation records" in readme and "| NVIDIA H200 | current | fp32 | gemini-1.5-flash | 19 | 17 | 17 | 17 | 0 |" in readme
     assert "python -m kbstudy release --records outputs/records/h200-level1-fp32" in readme

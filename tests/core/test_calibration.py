@@ -154,7 +154,9 @@ def test_elementwise_floor_and_metrics():
     t = verify.kbstudy_trial([r.float()], [r], [out], "fp32")
     assert t.elem_rel == pytest.approx((1e-3 - 1e-9) / floor, rel=1e-4)
     assert t.max_abs_norm == pytest.approx((1e-3 - 1e-9) / rms, rel=1e-4)
-    assert t.passed  # rel L2 ~ 7e-4: the L2 norm averages one bad element away; the recorded metrics do not
+    # rel L2 ~ 7e-4, elementwise ~2.4, normalized max ~8e-4: within every fp32 bound (1e-3 of a near-zero element)
+    assert t.passed and t.max_abs_norm < verify.MAX_ABS_THRESHOLD["fp32"]
+    assert t.elem_rel < verify.ELEMENTWISE_THRESHOLD["fp32"]
     assert verify.combine([], [t], "fp32")["elementwise_rel_error_max"] == t.elem_rel
 
 
@@ -165,7 +167,7 @@ def test_calibrate_command(levels_file, tmp_path):
             str(out), "--no-progress", "--cache-dir", str(tmp_path / "cache")]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output + repr(result.exception)
-    assert "0 null candidates pass kbstudy's check on a non-degenerate problem" in result.output
+    assert "0 null candidates pass kbstudy's check on a problem not flagged" in result.output
     for precision in ("fp32", "bf16"):
         folder = tmp_path / f"calib-{precision}"
         rows = [json.loads(line) for line in (folder / "evaluations.jsonl").read_text().splitlines()]

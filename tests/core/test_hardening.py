@@ -255,8 +255,13 @@ def test_applicability_rules_unit():
     assert "constant" in variants.applicability([x], [y], [torch.zeros(100)], const, "fp32")
     good64 = [y.double().exp()]
     assert variants.applicability([x], [y], [y.exp()], good64, "fp32") is None
-    # the reference at the precision is too far from float64 on these inputs: not applicable
-    assert "fails kbstudy's check" in variants.applicability([x], [y], [y.exp() * 1.01], good64, "fp32")
+    # checks v4: the reference 1 % off float64 on these inputs widens its own bounds (4 %), and the variant applies
+    assert variants.applicability([x], [y], [y.exp() * 1.01], good64, "fp32") is None
+    # ... unless it has no correct digit there (4 x 0.3 >= 1: unjudgeable) or overflows where float64 does not
+    assert variants.applicability([x], [y], [y.exp() * 1.3], good64, "fp32").startswith("unjudgeable at fp32")
+    overflow = y.exp()
+    overflow[3] = float("inf")
+    assert "fails kbstudy's check" in variants.applicability([x], [y], [overflow], good64, "fp32")
     assert variants.is_constant(torch.tensor([3, 3, 3])) and not variants.is_constant(torch.tensor([1, 2]))
 
 
@@ -420,7 +425,7 @@ def test_custom_kernel_share():
 
 def test_settings_key_names_the_new_checks():
     key = EvalConfig().settings_key()
-    assert "checks=v3" in key and "fresh_trials=2" in key and "variants=signed,large" in key
+    assert "checks=v4" in key and "fresh_trials=2" in key and "variants=signed,large" in key
     assert EvalConfig(fresh_trials=0).settings_key() != key
     assert EvalConfig(extra_seeds=[1, 2, 3, 4]).settings_key() == key  # seeds are per run, on the records
 
