@@ -64,6 +64,7 @@ class ReferenceSession:
         self.cache: collections.OrderedDict[Any, tuple] = collections.OrderedDict()
         # e_ref per input set (kbstudy.verify.reference_errors): a few floats each, kept after the trial is evicted
         self._reference_errors: dict[Any, dict] = {}
+        self._default_worst: dict | None = None  # bound_errors: worst e_ref over the fixed-seed trials
         torch.set_grad_enabled(False)
         self.module = execution.load_module(job["source"], "kbstudy_reference_problem", job.get("filename", "<problem>"))
         execution.set_seed(self.timing_seed)
@@ -140,6 +141,23 @@ class ReferenceSession:
             self._reference_errors[key] = verify.reference_errors(expected, expected64)
         return self._reference_errors[key]
 
+    def bound_errors(self, trial) -> dict:
+        """The ``e_ref`` that kbstudy's accuracy bounds scale on an input set: per metric, the larger of that set's
+        own :meth:`reference_errors` and the worst over KernelBench's fixed-seed trials (dimensionless; ``None``
+        where neither measured it). Why the worst too: on an ill-conditioned problem the reference's own error varies
+        from one draw to the next (KLDiv at bf16, 1/64 size: 5.5e-3 to 8.5e-2 over three trials), and an honest kernel
+        that sums in another order must not fail on the draw where the reference happened to round well."""
+        own = self.reference_errors(trial)
+        if self._default_worst is None:
+            worst: dict = {}
+            for t in range(len(self.trial_seeds)):
+                for metric, value in self.reference_errors(t).items():
+                    if value is not None:
+                        worst[metric] = value if worst.get(metric) is None else max(worst[metric], value)
+            self._default_worst = worst
+        return {m: max((v for v in (own.get(m), self._default_worst.get(m)) if v is not None), default=None)
+                for m in set(own) | set(self._default_worst)}
+
     def _reference64(self, inputs: list, seed: int, expected: list) -> list:
         import torch
 
@@ -184,7 +202,7 @@ class ReferenceSession:
             kernelbench: also run KernelBench's check (``False`` for kbstudy's extra trials, which KernelBench's
                 verdict does not include; its entry is then ``None``).
         Returns ``{"kernelbench": KernelBenchTrial | None, "kbstudy": KbstudyTrial, "integrity": dict}``. kbstudy's
-        accuracy bounds are this trial's own (:meth:`reference_errors`). An integrity violation fails kbstudy's trial
+        accuracy bounds scale with :meth:`bound_errors` (this trial's own e_ref, or the worst fixed-seed one if larger). An integrity violation fails kbstudy's trial
         (``inputs_mutated`` > ``global_state`` > ``stale_output``); ``stale_output`` is a failed value check on a
         storage-reuse trial whose outputs pass kbstudy's check against the *previous* trial's expected outputs (a
         result cached by shape, pointer or object identity).
@@ -197,7 +215,7 @@ class ReferenceSession:
                                       sentinel=verify.sentinel_label(sentinel))
         else:
             kbs = verify.kbstudy_trial(expected, expected64, outputs, self.precision, sentinel,
-                                       self.reference_errors(trial))
+                                       self.bound_errors(trial))
         integrity = dict(integrity or {})
         if integrity.get("inputs_mutated"):
             kbs = verify.integrity_failure(kbs, "inputs_mutated",
@@ -208,7 +226,7 @@ class ReferenceSession:
               and kbs.failure in ("mismatch", "nonfinite", *verify.ACCURACY_FAILURES.values())):
             _, previous, previous64 = self.trial(int(trial) - 1)
             if verify.kbstudy_trial(previous, previous64, outputs, self.precision, sentinel,
-                                    self.reference_errors(int(trial) - 1)).passed:
+                                    self.bound_errors(int(trial) - 1)).passed:
                 integrity["stale_output"] = True
                 kbs = verify.integrity_failure(kbs, "stale_output", f"trial {trial} ran on trial {int(trial) - 1}'s "
                                                "input storage with new values and returned trial "
@@ -399,7 +417,7 @@ class ReferenceSession:
             _, expected, expected64 = self.trial(("timing", int(entry)))
             if check == "kbstudy":
                 result = verify.kbstudy_trial(expected, expected64, outputs, self.precision, "nan",
-                                              self.reference_errors(("timing", int(entry))))
+                                              self.bound_errors(("timing", int(entry))))
                 detail = None if result.passed else f"{result.failure}: {result.detail}"
             else:
                 result = verify.kernelbench_trial(expected, outputs, self.precision)

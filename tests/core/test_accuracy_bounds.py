@@ -49,15 +49,26 @@ def kl_bf16_errors(problem_by_name):
     session = ReferenceSession({"source": scale_source(problem.source, SCALE), "filename": f"<{KL}>",
                                 "device": "cpu", "precision": "bf16", "trials": 3, "seed": 42})
     try:
-        yield [session.reference_errors(t) for t in range(3)]
+        yield [session.reference_errors(t) for t in range(3)], [session.bound_errors(t) for t in range(3)]
     finally:
         torch.set_grad_enabled(grad)
 
 
 def test_bounds_adapt_to_the_reference_own_error(kl_bf16_errors):
-    # a loss summed over many terms: how far bf16 lands from float64 depends on the input set (hence e_ref per set)
+    kl_bf16_errors, bound_errors = kl_bf16_errors
+    # a loss summed over many terms: how far bf16 lands from float64 depends on the input set
     e_ref = max(kl_bf16_errors, key=lambda e: e["rel_l2_error"])
     assert min(e["rel_l2_error"] for e in kl_bf16_errors) < e_ref["rel_l2_error"]
+    # so every set's bound scales the worst of the fixed-seed trials: an honest kernel that rounds like the worst
+    # draw is not rejected on the draw where the reference happened to round well
+    for own, used in zip(kl_bf16_errors, bound_errors):
+        for metric, value in own.items():
+            worst = max(e[metric] for e in kl_bf16_errors if e[metric] is not None)
+            assert used[metric] == max(value, worst) == worst
+    easy = min(range(3), key=lambda t: kl_bf16_errors[t]["rel_l2_error"])
+    honest_but_worst = {m: 0.9 * v for m, v in e_ref.items()}
+    assert verify.accuracy_failure(honest_but_worst, kl_bf16_errors[easy], "bf16") == "rel_l2"  # own e_ref alone
+    assert verify.accuracy_failure(honest_but_worst, bound_errors[easy], "bf16") is None
     # the honest reference at bf16 misses float64 by more than the fixed threshold: ill-conditioned at bf16
     assert e_ref["rel_l2_error"] > verify.REL_L2_THRESHOLD["bf16"]
     assert verify.accuracy_failure(e_ref, None, "bf16") == "rel_l2"  # what checks v1-v3 did
