@@ -928,7 +928,7 @@ def _time_reference(ref: _Reference | None, ref_error: str | None, key: str, pro
     row.update({"output_shape": ref.info.get("output_shape"), "output_dtype": ref.info.get("output_dtype"),
                 "reference_dtype": ref.info.get("reference_dtype"),
                 **{k: ref.info.get(k) for k in ("output_rms", "degenerate", "degenerate_constant", "degenerate_inputs",
-                                                "low_spread", "unjudgeable")},
+                                                "low_spread", "low_spread_default", "unjudgeable")},
                 **{f"reference_{m}": ref.info.get(f"reference_{m}") for m in ACCURACY_METRICS},
                 "metadata": {"tf32_matmul": ref.info.get("tf32_matmul"), "tf32_cudnn": ref.info.get("tf32_cudnn"),
                              **({"variants": variant_report} if variant_report else {}),

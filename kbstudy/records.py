@@ -231,6 +231,9 @@ class ReferenceRecord:
     # ``degenerate``): a constant comes within LOW_SPREAD_FACTOR of passing; the reference has no correct digit
     low_spread: bool | None = None
     unjudgeable: bool | None = None
+    # low_spread on KernelBench's default inputs alone (low_spread also asks every input variant that applies: a
+    # verdict judged on signed inputs that spread is evidence); the finding about KernelBench's own check
+    low_spread_default: bool | None = None
     schema_version: int = SCHEMA_VERSION
     git_commit: str | None = None
     kbstudy_version: str | None = None

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import math
 from typing import Any
 
 from kbstudy import execution, variants, verify
@@ -41,6 +42,23 @@ CONSTANT_REL_STD = 1e-6
 #: An output is unchanged by an input's replacement when |r' - r| <= RTOL |r| + ATOL_REL RMS(r) everywhere.
 UNCHANGED_RTOL = 1e-9
 UNCHANGED_ATOL_REL = 1e-12
+
+
+def _first_spread(outputs64) -> tuple[int, float | None]:
+    """``(finite elements, std / RMS)`` of the first floating tensor of ``outputs64`` (float64 reference outputs);
+    ``(0, None)`` without one, ``None`` spread for an all-zero output."""
+    import torch
+
+    floating = [x for x in outputs64 if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    if not floating:
+        return 0, None
+    flat = floating[0].reshape(-1).to(torch.float64)
+    flat = flat[torch.isfinite(flat)]
+    n = flat.numel()
+    if n == 0:
+        return 0, None
+    rms = math.sqrt(float((flat * flat).sum()) / n)
+    return n, (float(flat.std(unbiased=False)) / rms if rms > 0 else None)
 
 
 class ReferenceSession:
@@ -427,14 +445,19 @@ class ReferenceSession:
         return {"ok": not mismatches, "checked": len(checked), "mismatches": mismatches[:10]}
 
     # ------------------------------------------------------------------------------------------------ flags
-    def problem_flags(self, degeneracy: dict) -> dict:
+    def problem_flags(self, degeneracy: dict, applicability: dict | None = None) -> dict:
         """The reference's own accuracy at the run's precision and the problem's flags (``docs/verifier.md``, "The
         replacement check", step 2), once per problem, precision and size:
 
         * ``reference_<metric>`` for each metric of ``kbstudy.verify.ACCURACY_METRICS``: the worst over KernelBench's
           fixed-seed trials of :meth:`reference_errors` (dimensionless; ``None`` where no trial measured it);
         * ``low_spread``: ``kbstudy.verify.is_low_spread`` of the first floating output of trial 0 (elements and
-          ``output_rel_std`` from ``degeneracy``); ``None`` when the degeneracy check itself failed;
+          ``output_rel_std`` from ``degeneracy``), *and* of every input variant that applies (``applicability``, as
+          :meth:`variant_applicability` returns it: ``{trial: None}`` where it applies). KernelBench's U[0, 1) inputs
+          make long sums nearly constant (bf16 matmuls at full size have a relative spread of ~0.01), but a verdict
+          also judged on signed inputs, whose outputs spread, is evidence: there a constant fails (``variant_signed``),
+          so such a problem is not flagged. ``low_spread_default`` keeps the default inputs' answer alone (the finding
+          about KernelBench's own check); both ``None`` when the degeneracy check itself failed;
         * ``unjudgeable``: ``kbstudy.verify.is_unjudgeable`` of ``reference_rel_l2_error``.
 
         Never raises: a reference that fails on a trial leaves the metrics ``None`` and records ``flags_error``.
@@ -442,7 +465,7 @@ class ReferenceSession:
         import torch
 
         result: dict[str, Any] = {f"reference_{m}": None for m in verify.ACCURACY_METRICS}
-        result.update(low_spread=None, unjudgeable=None, flags_error=None)
+        result.update(low_spread=None, low_spread_default=None, unjudgeable=None, flags_error=None)
         try:
             for t in range(len(self.trial_seeds)):
                 for metric, value in self.reference_errors(t).items():
@@ -453,7 +476,13 @@ class ReferenceSession:
                 _, _, expected64 = self.trial(0)
                 floating = [x for x in expected64 if isinstance(x, torch.Tensor) and x.is_floating_point()]
                 numel = int(torch.isfinite(floating[0]).sum()) if floating else 0
-                result["low_spread"] = verify.is_low_spread(numel, degeneracy.get("output_rel_std"), self.precision)
+                low = verify.is_low_spread(numel, degeneracy.get("output_rel_std"), self.precision)
+                result["low_spread_default"] = low
+                for t, reason in sorted((applicability or {}).items()):
+                    if low and reason is None:  # this variant applies: does its output spread?
+                        _, _, variant64 = self.trial(t)
+                        low = verify.is_low_spread(*_first_spread(variant64), self.precision)
+                result["low_spread"] = low
             result["unjudgeable"] = verify.is_unjudgeable(result["reference_rel_l2_error"])
         except Exception as exc:  # noqa: BLE001 - recorded as unknown, as the degeneracy check does
             result["flags_error"] = execution.error_text(exc, 1000)
@@ -479,7 +508,7 @@ class ReferenceSession:
             "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
             "tf32_cudnn": torch.backends.cudnn.allow_tf32,
             **degeneracy,
-            **self.problem_flags(degeneracy),
+            **self.problem_flags(degeneracy, applicability),
         }
 
 

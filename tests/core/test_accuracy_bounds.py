@@ -185,6 +185,7 @@ def test_low_spread_problem_is_flagged_and_its_constant_excused(low_spread_batch
     batch = low_spread_batch
     ref = batch["refs"][MATVEC]
     assert ref["low_spread"] is True and ref["degenerate"] is False and ref["unjudgeable"] is False
+    assert ref["low_spread_default"] is True
     assert ref["metadata"]["output_rel_std"] <= verify.LOW_SPREAD_FACTOR * verify.REL_L2_THRESHOLD["bf16"]
     mean = _row(batch, MATVEC, "null:mean")
     assert mean["kbstudy_correct"] is True and mean["problem_flags"] == ["low_spread"]  # reported, not evidence
@@ -197,10 +198,13 @@ def test_low_spread_problem_is_flagged_and_its_constant_excused(low_spread_batch
     assert findings.loc[(MATVEC, "mean")].excused and not findings.loc[(MATVEC, "mean")].violation
     assert int(findings.violation.sum()) == 0
     assert set(findings.index[findings.excused]) == {(MATVEC, "mean")}
-    # with kbstudy's extra trials on, the signed inputs (zero-mean) reject the constant on their own
+    # with kbstudy's extra trials on, the signed inputs (zero-mean) reject the constant on their own: the verdict is
+    # evidence again, so the problem is not flagged; the default inputs' answer stays recorded as the finding
     with_extra_trials = _row(bf16_batch, MATVEC, "null:mean")
     assert with_extra_trials["kbstudy_failure"] == "variant_signed" and with_extra_trials["correct_default_only"]
-    assert with_extra_trials["problem_flags"] == ["low_spread"]
+    assert with_extra_trials["problem_flags"] == []
+    judged_on_signed = bf16_batch["refs"][MATVEC]
+    assert judged_on_signed["low_spread"] is False and judged_on_signed["low_spread_default"] is True
     # the audit reads the recorded flags
     ev, refs = audit.load_records([store.folder], root=store.folder.parent)
     problems = audit.problem_findings(audit.null_findings(ev, refs))

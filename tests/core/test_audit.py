@@ -264,3 +264,19 @@ def test_calibrate_cli_options(levels_file, tmp_path):
     assert [(r["problem_id"], r["kept"]) for r in selection] == [(1, False), (19, True)]
     rows = pd.read_json(folder / "evaluations.jsonl", lines=True)
     assert sorted(rows.model_config) == ["null:reference", "null:zeros"] and set(rows.problem_id) == {19}
+
+
+def test_a_problem_in_two_folders_of_one_setting_counts_once(tmp_path):
+    # 23_Softmax's all-zeros output at fp32, full size, is in the H200 smoke run and in the H200 calibration: one problem
+    folders, _ = audit.expand_records_dirs([RECORDS / "h200-smoke", RECORDS / "h200-calibration"], root=tmp_path)
+    ev, refs = audit.load_records(folders, root=tmp_path)
+    findings = audit.null_findings(ev, refs, ["fp32"])
+    zeros = findings[(findings["null"] == "zeros") & findings.outcome.eq("evaluated") & (findings.level == 1)]
+    assert (zeros.problem_id == 23).sum() == 2  # two records of it
+    row = audit.zeros_pass_counts(findings).set_index(["setting", "precision", "level"]).loc[
+        ("NVIDIA H200, full size", "fp32", 1)]
+    assert row.problems == zeros.problem_id.nunique()
+    assert row.passing.split(", ").count("23_Softmax") == 1
+    holes = audit.kernelbench_holes(findings)
+    softmax = holes[(holes.problem_id == 23) & (holes.precision == "fp32")].iloc[0]
+    assert softmax.nulls.split(", ").count("zeros") == 1
