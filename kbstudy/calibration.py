@@ -90,7 +90,8 @@ def rule_breaches(frame):
 
 
 def calibration_findings(evaluations, references, extra_columns: Sequence[str] = ()):
-    """One row per (run, problem, precision, null kind, size scale, hardware) of calibration records.
+    """One row per (problem, precision, null kind, size scale, hardware) of calibration records: the latest record
+    (``created_utc``) where there are several, e.g. a retried machine failure or a rerun under newer checks.
 
     Args:
         evaluations: a frame of :class:`kbstudy.records.EvaluationRecord` rows (``RecordStore.evaluations_frame()`` or
@@ -114,6 +115,10 @@ def calibration_findings(evaluations, references, extra_columns: Sequence[str] =
         return pd.DataFrame(columns=columns)
     ev = evaluations[evaluations.model_config.astype(str).str.startswith("null:")].copy()
     ev["null"] = ev.model_config.str.slice(5)
+    # one finding per null, problem and setting: the latest record (a retry after a machine failure, or the same
+    # problem measured again under a newer checks version, replaces the earlier attempt)
+    ev = ev.sort_values("created_utc", kind="stable").drop_duplicates(
+        ["hardware", "size_scale", "precision", "level", "problem_id", "problem_sha256", "null"], keep="last")
     ref_cols = REFERENCE_COLUMNS
     refs = references if len(references) else pd.DataFrame(columns=["key", "problem_sha256", "precision", *ref_cols])
     refs = refs.reindex(columns=list(dict.fromkeys([*refs.columns, *ref_cols])))  # frames made without newer fields
@@ -168,11 +173,26 @@ def print_calibration(findings, title: str) -> None:
                       f"({row.kbstudy_failure})")
 
 
+def complete_problems(evaluations, kinds: Sequence[str], size_scale: float, hardware: str) -> set[str]:
+    """The ``problem_sha256`` of problems whose latest record of every null kind in ``kinds`` (without the ``null:``
+    prefix) at ``size_scale`` on ``hardware`` is ``evaluated``, whatever checks version made it (what
+    ``kbstudy calibrate --skip-complete`` leaves out, so a calibration begun under an older version is completed
+    rather than redone). ``evaluations``: a frame of evaluation records."""
+    if not len(evaluations):
+        return set()
+    ev = evaluations[evaluations.model_config.isin([f"null:{k}" for k in kinds])
+                     & evaluations.size_scale.eq(float(size_scale)) & evaluations.hardware.eq(hardware)]
+    latest = ev.sort_values("created_utc", kind="stable").drop_duplicates(["problem_sha256", "model_config"],
+                                                                            keep="last")
+    done = latest[latest.outcome.eq("evaluated")].groupby("problem_sha256").model_config.nunique()
+    return set(done[done >= len(set(kinds))].index)
+
+
 def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[str], *, nulls: Sequence[str],
                     device: str = "auto", size_scale: float = 1.0, trials: int = 5, run_timeout_s: float = 300.0,
                     cache_dir: str = ".cache/kbstudy", progress: bool = True,
                     echo: Callable[[str], None] = print, selection: list[dict] | None = None,
-                    retry_outcomes: Sequence[str] = ()) -> int:
+                    retry_outcomes: Sequence[str] = (), skip_complete: bool = False) -> int:
     """Evaluate ``null:reference`` and ``nulls`` on every problem, one record folder per precision
     (``<out>-<precision>``), through :func:`kbstudy.evaluate.evaluate_batch` with no timing (calibration times
     nothing); print each precision's findings (:func:`print_calibration`).
@@ -188,6 +208,8 @@ def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[st
             ``selection.jsonl`` (one line per problem considered, sorted keys) into each precision's folder.
         retry_outcomes: outcomes whose records are evaluated again (``EvalConfig.retry_outcomes``), e.g.
             ``("out_of_memory", "crashed")`` after a run whose lanes shared one GPU.
+        skip_complete: leave out the problems :func:`complete_problems` finds in the precision's folder (made on
+            this device's hardware at this size, under any checks version).
     Returns the number of violations (:func:`calibration_findings`; excused findings on flagged problems are not
     counted) over the precisions. Raises ``KeyError`` for an
     unknown null kind and ``RuntimeError`` from ``evaluate_batch``.
@@ -213,7 +235,16 @@ def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[st
                          compile_baseline=False, eager_baseline=False, time_candidates=False,
                          run_timeout_s=run_timeout_s, cache_dir=str(cache_dir), progress=progress,
                          retry_outcomes=tuple(retry_outcomes))
-        summary = evaluate_batch(problems, cands, store, cfg)
+        todo = cands
+        if skip_complete:
+            from kbstudy.evaluate import hardware_label, resolve_device
+
+            done = complete_problems(store.evaluations_frame(), kinds, size_scale,
+                                     hardware_label(resolve_device(device)))
+            left = [p for p in problems if p.sha256 not in done]
+            todo = [c for p in left for c in null_candidates(p, kinds)]
+            echo(f"{folder}: {len(problems) - len(left)} problems already complete, {len(left)} to calibrate")
+        summary = evaluate_batch(problems, todo, store, cfg)
         echo(f"{folder}: {summary.written} records written, {summary.already_done} already present, "
              f"{summary.seconds:.1f} s")
         findings = calibration_findings(store.evaluations_frame(), store.references_frame())

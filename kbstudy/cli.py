@@ -164,6 +164,10 @@ def calibrate_command(
     retry_outcome: Optional[List[str]] = typer.Option(None, "--retry-outcome",
                                                       help="evaluate again the records with this outcome (repeat; "
                                                            "e.g. out_of_memory, crashed after a shared-GPU run)"),
+    skip_complete: bool = typer.Option(False, "--skip-complete",
+                                       help="leave out problems whose every null already has an evaluated record in "
+                                            "OUT (any checks version, this hardware and size): completes a "
+                                            "calibration begun under older checks instead of redoing it"),
 ) -> None:
     """Null-candidate calibration: null:reference and every calibration null on every problem,
     per precision, through the same evaluation path as `eval`; no candidate or baseline timing. Prints which nulls
@@ -203,7 +207,7 @@ def calibrate_command(
         failures = run_calibration(probs, out, precisions, nulls=kinds, device=device, size_scale=size_scale,
                                    trials=trials, run_timeout_s=run_timeout, cache_dir=str(cache_dir),
                                    progress=progress, echo=typer.echo, selection=selection,
-                                   retry_outcomes=tuple(retry_outcome or ()))
+                                   retry_outcomes=tuple(retry_outcome or ()), skip_complete=skip_complete)
     except (RuntimeError, ValueError) as exc:  # ValueError: an unknown outcome to retry
         _fail(str(exc))
     typer.echo(f"{failures} null candidates pass kbstudy's check on a problem not flagged degenerate, low-spread or "

@@ -2,9 +2,11 @@
 # The full-size null calibration of issue #3 on the H200 (outputs/records/h200-calibration, notebook 02): KernelBench
 # level 1 and DLRM-Bench, fp32 and bf16. One lane per GPU: at full size one lane needs up to ~100 GB of GPU memory
 # (problem 5 holds ~1e9-element float64 references and input sets), and lanes sharing a GPU ran out of memory in
-# session 3 (see the folder's README). Resumable: it starts from the committed records, and records whose outcome
-# came from the machine (out of memory, a worker that died, a reference that could not run) are evaluated again
-# (`--retry-outcome`); the failed attempts stay in the JSONL history.
+# session 3 (see the folder's README). Resumable: it starts from the committed records and calibrates only the
+# problems without an evaluated record of every null (`--skip-complete`: records of any checks version count, so the
+# checks-v3 records of session 3 are completed under v4, not redone); records whose outcome came from the machine
+# (out of memory, a worker that died, a reference that could not run) are evaluated again (`--retry-outcome`). The
+# failed attempts stay in the JSONL history; notebook 02 reads the latest record of each null on each problem.
 #
 # Before the device call, on the analysis machine (the GPU machine cannot see ../shared):
 #   mkdir -p .device/kernelbench && cp ../shared/kernelbench/*.jsonl .device/kernelbench/
@@ -24,7 +26,8 @@ deadline=$(( $(date +%s) + secs - 30 ))  # 30 s for the archive
 W=$(mktemp -d); mkdir -p "$W/logs"
 cp -r "$REC"/. "$W/" 2>/dev/null
 NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); [ "${NGPU:-0}" -ge 1 ] 2>/dev/null || NGPU=1
-RETRY=(--retry-outcome out_of_memory --retry-outcome crashed --retry-outcome reference_error --retry-outcome cuda_error)
+RETRY=(--skip-complete --retry-outcome out_of_memory --retry-outcome crashed --retry-outcome reference_error
+       --retry-outcome cuda_error)
 
 step() {  # gpu, records prefix, precision, problem options...
   local gpu=$1 prefix=$2 prec=$3; shift 3

@@ -270,9 +270,10 @@ def test_a_problem_in_two_folders_of_one_setting_counts_once(tmp_path):
     # 23_Softmax's all-zeros output at fp32, full size, is in the H200 smoke run and in the H200 calibration: one problem
     folders, _ = audit.expand_records_dirs([RECORDS / "h200-smoke", RECORDS / "h200-calibration"], root=tmp_path)
     ev, refs = audit.load_records(folders, root=tmp_path)
+    assert ((ev.model_config == "null:zeros") & (ev.problem_id == 23) & (ev.precision == "fp32")).sum() == 2
     findings = audit.null_findings(ev, refs, ["fp32"])
     zeros = findings[(findings["null"] == "zeros") & findings.outcome.eq("evaluated") & (findings.level == 1)]
-    assert (zeros.problem_id == 23).sum() == 2  # two records of it
+    assert (zeros.problem_id == 23).sum() == 1  # one finding: the latest record
     row = audit.zeros_pass_counts(findings).set_index(["setting", "precision", "level"]).loc[
         ("NVIDIA H200, full size", "fp32", 1)]
     assert row.problems == zeros.problem_id.nunique()

@@ -10,7 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from kbstudy import verify
-from kbstudy.calibration import MUST_FAIL, PROBES
+from kbstudy.calibration import MUST_FAIL, PROBES, calibration_findings
 from kbstudy.candidates import CALIBRATION_NULLS, null_candidates
 from kbstudy.cli import app
 from kbstudy.evaluate import evaluate_batch
@@ -176,3 +176,33 @@ def test_calibrate_command(levels_file, tmp_path):
         assert {r["precision"] for r in rows} == {precision}
         assert all(r["candidate_ms_median"] is None for r in rows)  # calibration times nothing
     assert CliRunner().invoke(app, args[:-5] + ["--out", str(out), "--precision", "fp64"]).exit_code == 2
+
+
+def test_skip_complete_finishes_a_calibration_begun_under_older_checks(levels_file, tmp_path):
+    out = tmp_path / "calib"
+    args = ["calibrate", "--problems", str(levels_file), "--level", "1", "--problem-id", "19", "--problem-id", "20",
+            "--precision", "fp32", "--size-scale", "0.01", "--device", "cpu", "--trials", "2", "--out", str(out),
+            "--no-progress", "--cache-dir", str(tmp_path / "cache")]
+    folder = tmp_path / "calib-fp32"
+    first = CliRunner().invoke(app, args[:7] + args[9:])  # problem 19 only
+    assert first.exit_code == 0, first.output
+    # make its records look like an older checks version's: another settings key, the same measurements
+    path = folder / "evaluations.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({**r, "key": "older" + r["key"][5:]}) + "\n" for r in rows))
+
+    result = CliRunner().invoke(app, args + ["--skip-complete"])
+    assert result.exit_code == 0, result.output
+    assert "1 problems already complete, 1 to calibrate" in result.output
+    after = [json.loads(line) for line in path.read_text().splitlines()]
+    assert len(after) == 2 * len(rows) and {r["problem_id"] for r in after[len(rows):]} == {20}
+
+    # without it, problem 19 is measured again under the current key; the findings keep the latest record of each null
+    assert CliRunner().invoke(app, args).exit_code == 0
+    store = RecordStore(folder)
+    assert len(store.evaluations()) == 3 * len(rows)
+    findings = calibration_findings(store.evaluations_frame(), store.references_frame(), ("created_utc",))
+    assert len(findings) == 2 * len(rows) and not findings.duplicated(["problem_id", "null"]).any()
+    older = max(r["created_utc"] for r in rows)
+    rerun = findings[findings.problem_id == 19]
+    assert len(rerun) == len(rows) and (rerun.created_utc > older).all()
