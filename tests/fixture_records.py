@@ -109,15 +109,21 @@ CALIBRATION_SLICE = {"level1-fp32": (1, {4, 19, 23, 98}), "level1-bf16": (1, {4,
                      "level23-fp32": (2, {9, 37}), "level23-bf16": (2, {9, 37})}
 
 
-def write_calibration_slice(dest: str | Path) -> Path:
-    """Copy the evaluation and reference lines of :data:`CALIBRATION_SLICE` unchanged from the committed
-    ``outputs/records/cpu-calibration/<folder>`` into ``dest/cpu-calibration/<folder>``; returns
-    ``dest/cpu-calibration``. Skips the calling test when the committed records are absent."""
+#: The same slice as committed before checks v4 (schema < 3, checks-v1 verdicts): ``tests/fixtures/cpu-calibration-v1``.
+CALIBRATION_SLICE_V1 = Path(__file__).resolve().parent / "fixtures" / "cpu-calibration-v1"
+
+
+def write_calibration_slice(dest: str | Path, source: str | Path | None = None) -> Path:
+    """Copy the evaluation and reference lines of :data:`CALIBRATION_SLICE` unchanged from ``source`` (default: the
+    committed ``outputs/records/cpu-calibration``, made under checks v4; :data:`CALIBRATION_SLICE_V1` for the records
+    made before it) into ``dest/cpu-calibration/<folder>``; returns ``dest/cpu-calibration``. Skips the calling test
+    when the records are absent."""
     import json
 
     import pytest
 
-    source = Path(__file__).resolve().parent.parent / "outputs" / "records" / "cpu-calibration"
+    source = Path(source) if source is not None else (
+        Path(__file__).resolve().parent.parent / "outputs" / "records" / "cpu-calibration")
     root = Path(dest) / "cpu-calibration"
     for name, (level, ids) in CALIBRATION_SLICE.items():
         if not (source / name / "evaluations.jsonl").exists():

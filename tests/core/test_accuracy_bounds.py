@@ -253,8 +253,9 @@ def test_new_fields_round_trip(bf16_batch):
 
 
 def test_older_records_still_load():
-    """Records made before schema 3 (the committed CPU default run) load with the new fields missing (NaN)."""
-    folder = REPO / "outputs" / "records" / "cpu-default"
+    """Records made before schema 3 (the CPU calibration as committed before checks v4, kept as a test fixture) load
+    with the new fields missing (NaN)."""
+    folder = REPO / "tests" / "fixtures" / "cpu-calibration-v1" / "level1-bf16"
     ev, refs = load_frames([folder])
     assert len(ev) and len(refs)
     assert (ev.schema_version < 3).all() and ev.problem_flags.isna().all()

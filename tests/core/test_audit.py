@@ -1,6 +1,7 @@
-"""``kbstudy.audit`` on real records: a fixture-sized slice of the committed CPU calibration
-(``outputs/records/cpu-calibration``, copied line by line into a temporary folder by
-``fixture_records.write_calibration_slice``) and the committed H200 and DLRM-Bench records. Expected values are read off the records themselves (quoted in the comments) or follow from the definitions."""
+"""``kbstudy.audit`` on real records: a fixture-sized slice of the CPU calibration as committed before checks v4
+(``tests/fixtures/cpu-calibration-v1``, the path that recomputes flags and the v4 verdict from recorded metrics) and of
+the committed one made under checks v4 (``outputs/records/cpu-calibration``), copied line by line into a temporary
+folder by ``fixture_records.write_calibration_slice``; and the committed H200 and DLRM-Bench records. Expected values are read off the records themselves (quoted in the comments) or follow from the definitions."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typer.testing import CliRunner
 from kbstudy import audit, verify
 from kbstudy.calibration import problem_footprint, select_by_footprint
 
-from fixture_records import write_calibration_slice
+from fixture_records import CALIBRATION_SLICE_V1, write_calibration_slice
 
 from .helpers import REPO
 
@@ -24,7 +25,7 @@ RECORDS = REPO / "outputs" / "records"
 @pytest.fixture(scope="module")
 def records(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("audit")
-    write_calibration_slice(tmp)
+    write_calibration_slice(tmp, CALIBRATION_SLICE_V1)
     folders, missing = audit.expand_records_dirs(
         [tmp / "cpu-calibration", RECORDS / "h200-smoke", RECORDS / "cpu-dlrm", tmp / "h200-not-yet"], root=tmp)
     ev, refs = audit.load_records(folders, root=tmp)
@@ -281,3 +282,24 @@ def test_a_problem_in_two_folders_of_one_setting_counts_once(tmp_path):
     holes = audit.kernelbench_holes(findings)
     softmax = holes[(holes.problem_id == 23) & (holes.precision == "fp32")].iloc[0]
     assert softmax.nulls.split(", ").count("zeros") == 1
+
+
+def test_the_committed_calibration_made_under_checks_v4(tmp_path):
+    # the same slice as `records`, from the committed calibration regenerated under checks v4 (schema 3)
+    write_calibration_slice(tmp_path)
+    folders, _ = audit.expand_records_dirs([tmp_path / "cpu-calibration"], root=tmp_path)
+    ev, refs = audit.load_records(folders, root=tmp_path)
+    assert (ev.schema_version >= 3).all()
+    f = audit.null_findings(ev, refs, ["fp32", "bf16"])
+    assert f.flags_recorded.all()  # the reference records carry the flags: nothing recomputed
+    # what checks v1 rejected and v4 accepts: the KL divergence's honest reference at bf16 (ill-conditioned)
+    kl = _row(f, "bf16", 1, 98, "reference")
+    assert kl.kbstudy_correct and not kl.violation and kl.ref_rel_l2_error > verify.REL_L2_THRESHOLD["bf16"]
+    # the matrix-vector product at bf16 was judged on signed inputs too: its mean constant fails there, so the problem
+    # is not flagged low-spread, and no breach remains
+    mean = _row(f, "bf16", 1, 4, "mean")
+    assert not mean.kbstudy_correct and mean.kbstudy_failure == "variant_signed" and not mean.low_spread
+    assert not f.violation.any()
+    # the unjudgeable GroupNorm of one-element groups stays an excused finding
+    gn = _row(f, "fp32", 2, 37, "zeros")
+    assert gn.excused and gn.violation_explained == "unjudgeable"
