@@ -34,7 +34,9 @@ Per trial and output tensor:
 
    ``T_m[p]`` are :data:`ACCURACY_THRESHOLDS`; ``e_ref[m]`` is the same metric of the reference computed at the run's
    precision ``p`` (``r_p``) against ``r`` on the *same input set* (worst over the outputs; :func:`reference_errors`),
-   so a problem whose own reference at ``p`` misses float64 (an ill-conditioned one) does not reject honest kernels;
+   or the worst over KernelBench's fixed-seed trials where that is larger
+   (``kbstudy.reference.ReferenceSession.bound_errors``), so a problem whose own reference at ``p`` misses float64 (an
+   ill-conditioned one) does not reject honest kernels;
 
 5. *integrity* (judged from what the worker reports beside the outputs, see ``kbstudy.worker``): the candidate left
    its inputs as it received them (``inputs_mutated``), left torch's global state as the worker found it before the
