@@ -211,8 +211,13 @@ def calibrate_command(
     except (RuntimeError, ValueError) as exc:  # ValueError: an unknown outcome to retry
         _fail(str(exc))
     typer.echo(f"{failures} null candidates pass kbstudy's check on a problem not flagged degenerate, low-spread or "
-               "unjudgeable, or are honest and fail it (must be 0; noise and lowprec excepted: see "
-               "kbstudy.calibration)")
+               "unjudgeable, or are honest and fail it (must be 0; noise and lowprec excepted: the calibration rule "
+               "of docs/verifier.md)")
+    if failures:  # usable as a gate in scripts and CI: the verdict was fooled, or rejected an honest implementation
+        typer.echo("FAIL: kbstudy's verdict breaks the calibration rule (see the VIOLATION lines above)")
+        raise typer.Exit(code=1)
+    typer.echo("PASS: kbstudy's verdict rejects every must-fail null and accepts every honest one on the problems not "
+               "flagged")
 
 
 @app.command("export")

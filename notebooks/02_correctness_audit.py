@@ -156,11 +156,12 @@ table(audit.kernelbench_holes(findings), "kernelbench_holes")
 #   most twice kbstudy's tolerance at that precision. A constant then comes within a factor of two of any relative
 #   check; with KernelBench's inputs drawn from U[0, 1), long reductions concentrate (spread ~ 1/sqrt(K)), and at full
 #   size the constant beats an honest bf16 result. No accuracy threshold can separate them: the problem needs
-#   zero-mean inputs (kbstudy's signed-input extra trial, which these records predate), or is not a test at that
-#   precision;
+#   zero-mean inputs (kbstudy's signed-input extra trial, checks v3 and later), or is not a test at that precision.
+#   Records of checks v4 flag a problem low-spread only where every input distribution judged is; older records are
+#   judged by the default inputs alone;
 # * **ill-conditioned**: the reference computed at the run's precision misses the float64 result by more than the
-#   tolerance (cancellation in a loss, a norm of rounding noise), so the fixed threshold of checks v1-v3, which made
-#   these records, rejects honest kernels (checks v4's bound, four times the reference's own error, accepts them);
+#   fixed tolerance (cancellation in a loss, a norm of rounding noise), so the fixed threshold of checks v1-v3 rejects
+#   honest kernels (checks v4's bound, four times the reference's own error, accepts them);
 # * **unjudgeable**: that error is a quarter of the output's size or more: no correct digit at this precision.
 
 # %%

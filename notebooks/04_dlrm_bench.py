@@ -159,8 +159,9 @@ print(notes[0])
 # ## Launch-aware view
 # Each timed call starts on an idle device (the timer synchronises, then records its start event), so it includes at
 # least one launch: the host's work until the first kernel is enqueued. The machine measurement times an empty Triton
-# kernel the same way. A problem whose floor is below a few (here 3) such launch latencies is *launch-bound*: the
-# 1.25x target is out of reach of any kernel timed per call. This view is beside the floor, not a new floor:
+# kernel the same way. A problem whose floor is below a few (here 3) such launch latencies is *launch-bound*: launches,
+# not bytes, set its time (the 1.25x target is out of reach of any kernel timed per call already below 4 launches,
+# next section). This view is beside the floor, not a new floor:
 # `ours_over_floor` above is unchanged, `ours_over_floor_plus_launch` divides by floor + one launch.
 
 # %%

@@ -168,6 +168,7 @@ def test_calibrate_command(levels_file, tmp_path):
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output + repr(result.exception)
     assert "0 null candidates pass kbstudy's check on a problem not flagged" in result.output
+    assert "PASS: kbstudy's verdict rejects every must-fail null" in result.output
     for precision in ("fp32", "bf16"):
         folder = tmp_path / f"calib-{precision}"
         rows = [json.loads(line) for line in (folder / "evaluations.jsonl").read_text().splitlines()]
@@ -206,3 +207,45 @@ def test_skip_complete_finishes_a_calibration_begun_under_older_checks(levels_fi
     older = max(r["created_utc"] for r in rows)
     rerun = findings[findings.problem_id == 19]
     assert len(rerun) == len(rows) and (rerun.created_utc > older).all()
+
+
+_DEPENDS_ON_THE_PROCESS = """
+import torch
+import torch.nn as nn
+
+# every process that loads this problem gets the next number: the reference process and a candidate's worker differ
+with open({counter!r}, "a+") as _f:
+    _f.write("x")
+    _f.seek(0)
+    _LOADS = len(_f.read())
+
+
+class Model(nn.Module):
+    \"\"\"x times the number of processes that loaded the problem so far: a reference no other process reproduces.\"\"\"
+
+    def forward(self, x):
+        return x * float(_LOADS)
+
+
+def get_inputs():
+    return [torch.rand(64, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_calibrate_fails_when_the_rule_is_broken(tmp_path):
+    # the reference process and the worker have different process ids, so null:reference is rejected on a problem that
+    # is neither degenerate nor unjudgeable: a breach of the rule, which must make the command fail
+    problems = tmp_path / "problems.jsonl"
+    source = _DEPENDS_ON_THE_PROCESS.format(counter=str(tmp_path / "loads"))
+    problems.write_text(json.dumps({"code": source, "level": 90, "problem_id": 3,
+                                    "name": "3_DependsOnTheProcess.py"}) + "\n")
+    result = CliRunner().invoke(app, ["calibrate", "--problems", str(problems), "--precision", "fp32", "--nulls",
+                                      "zeros", "--device", "cpu", "--trials", "2", "--out", str(tmp_path / "c"),
+                                      "--no-progress", "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 1, result.output
+    assert "VIOLATION: null:reference on 3_DependsOnTheProcess.py" in result.output
+    assert "FAIL: kbstudy's verdict breaks the calibration rule" in result.output
