@@ -82,13 +82,19 @@ def test_tables_equal_audit(rendered):
     assert str(Path.home()) not in text and "/tmp" not in text, "printed outputs must not carry absolute paths"
 
 
-def test_h200_params_tolerate_a_run_to_come():
+def test_h200_params_read_each_candidate_once_and_tolerate_a_run_to_come():
     from kbstudy.study import _load_mapping
 
     params = _load_mapping(REPO / "params" / "02_correctness_audit.h200.yaml")
     folders, missing = audit.expand_records_dirs(params["records_dirs"])
-    assert {f.name for f in folders} >= {"h200-smoke", "h200-level1-fp32-first4"}
+    names = {f.name for f in folders}
+    assert names >= {"h200-smoke", "h200-level1-fp32", "level1-fp32", "level1-bf16"}
+    # h200-level1-fp32-first4 holds the first four of h200-level1-fp32's candidates: reading both counts them twice
+    assert "h200-level1-fp32-first4" not in names
     assert all(m.startswith("outputs/records/h200-") for m in missing)
+    ev, _ = audit.load_records(folders)
+    gemini = ev[ev.model_config == "gemini-1.5-flash"]
+    assert not gemini.duplicated(["problem_id", "candidate_sha256", "precision"]).any()
 
 
 def test_nbval_passes_on_a_rerun(rendered):
