@@ -310,8 +310,8 @@ def problem_label(level: int, problem_id: int) -> str:
 def zeros_pass_counts(findings, kind: str = "zeros"):
     """"An all-zeros output passes KernelBench's check on N of M problems", per (setting, precision, level).
 
-    Returns columns ``setting``, ``precision``, ``level``, ``problems`` (M: distinct problems where ``null:<kind>``
-    was evaluated; the last record of a problem evaluated in several folders of the setting), ``kernelbench_passes`` (N), ``kbstudy_passes``, ``passing`` (the problems' names, ``", "``-joined),
+    Returns columns ``setting``, ``precision``, ``level``, ``problems`` (M: problems where ``null:<kind>`` was
+    evaluated; ``findings`` hold one row per problem and null, the latest record, even across record folders), ``kernelbench_passes`` (N), ``kbstudy_passes``, ``passing`` (the problems' names, ``", "``-joined),
     ``statement``; then one row for :data:`PAPER_ZEROS_PASS` (setting ``"paper"``).
     """
     import pandas as pd
@@ -320,8 +320,6 @@ def zeros_pass_counts(findings, kind: str = "zeros"):
             "statement"]
     rows = []
     sub = findings[(findings["null"] == kind) & findings.outcome.eq("evaluated")] if len(findings) else findings
-    if len(sub):  # a problem evaluated in two record folders of one setting (a smoke run, a calibration) counts once
-        sub = sub.drop_duplicates(["setting", "precision", "level", "problem_id"], keep="last")
     for (setting, precision, level), g in (sub.groupby(["setting", "precision", "level"], sort=True)
                                            if len(sub) else []):
         kb = g[g.kernelbench_correct.eq(True)]
@@ -357,7 +355,7 @@ def kernelbench_holes(findings):
     rows = []
     for key, g in holes.groupby(keys, sort=True):
         rows.append({"setting": key[0], "precision": key[1], "level": int(key[2]), "problem_id": int(key[3]),
-                     "problem_name": g.problem_name.iloc[0], "nulls": ", ".join(sorted(set(g["null"]))),
+                     "problem_name": g.problem_name.iloc[0], "nulls": ", ".join(sorted(g["null"])),
                      "kbstudy_rejects_all": bool(g.kbstudy_correct.ne(True).all()),
                      "max_abs_ref": max_ref.get(tuple(key)), "output_rms": g.output_rms.iloc[0]})
     return pd.DataFrame(rows, columns=cols)

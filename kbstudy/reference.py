@@ -44,21 +44,30 @@ UNCHANGED_RTOL = 1e-9
 UNCHANGED_ATOL_REL = 1e-12
 
 
-def _first_spread(outputs64) -> tuple[int, float | None]:
-    """``(finite elements, std / RMS)`` of the first floating tensor of ``outputs64`` (float64 reference outputs);
-    ``(0, None)`` without one, ``None`` spread for an all-zero output."""
+def _first_floating(outputs64):
+    """The finite values of the first floating tensor of ``outputs64`` (float64 reference outputs), flattened, with
+    their RMS and standard deviation (output units): ``(values, rms, std)``; ``None`` without a floating tensor.
+    ``rms`` and ``std`` are 0 when no value is finite."""
     import torch
 
     floating = [x for x in outputs64 if isinstance(x, torch.Tensor) and x.is_floating_point()]
     if not floating:
-        return 0, None
+        return None
     flat = floating[0].reshape(-1).to(torch.float64)
     flat = flat[torch.isfinite(flat)]
     n = flat.numel()
-    if n == 0:
-        return 0, None
-    rms = math.sqrt(float((flat * flat).sum()) / n)
-    return n, (float(flat.std(unbiased=False)) / rms if rms > 0 else None)
+    rms = math.sqrt(float((flat * flat).sum()) / n) if n else 0.0
+    std = float(flat.std(unbiased=False)) if n else 0.0
+    return flat, rms, std
+
+
+def _is_low_spread(outputs64, precision: str) -> bool:
+    """``kbstudy.verify.is_low_spread`` of the first floating output of ``outputs64`` (float64 reference outputs)."""
+    first = _first_floating(outputs64)
+    if first is None:
+        return verify.is_low_spread(0, None, precision)
+    flat, rms, std = first
+    return verify.is_low_spread(flat.numel(), std / rms if rms > 0 else None, precision)
 
 
 class ReferenceSession:
@@ -82,7 +91,7 @@ class ReferenceSession:
         self.cache: collections.OrderedDict[Any, tuple] = collections.OrderedDict()
         # e_ref per input set (kbstudy.verify.reference_errors): a few floats each, kept after the trial is evicted
         self._reference_errors: dict[Any, dict] = {}
-        self._default_worst: dict | None = None  # bound_errors: worst e_ref over the fixed-seed trials
+        self._default_worst: dict | None = None  # worst_reference_errors, once computed
         torch.set_grad_enabled(False)
         self.module = execution.load_module(job["source"], "kbstudy_reference_problem", job.get("filename", "<problem>"))
         execution.set_seed(self.timing_seed)
@@ -165,7 +174,13 @@ class ReferenceSession:
         where neither measured it). Why the worst too: on an ill-conditioned problem the reference's own error varies
         from one draw to the next (KLDiv at bf16, 1/64 size: 5.5e-3 to 8.5e-2 over three trials), and an honest kernel
         that sums in another order must not fail on the draw where the reference happened to round well."""
-        own = self.reference_errors(trial)
+        own, worst = self.reference_errors(trial), self.worst_reference_errors()
+        return {m: max((v for v in (own.get(m), worst.get(m)) if v is not None), default=None)
+                for m in set(own) | set(worst)}
+
+    def worst_reference_errors(self) -> dict:
+        """Per metric, the worst :meth:`reference_errors` over KernelBench's fixed-seed trials (dimensionless; a metric
+        no trial measured is absent). Computed once: :meth:`bound_errors` and :meth:`problem_flags` read it."""
         if self._default_worst is None:
             worst: dict = {}
             for t in range(len(self.trial_seeds)):
@@ -173,8 +188,7 @@ class ReferenceSession:
                     if value is not None:
                         worst[metric] = value if worst.get(metric) is None else max(worst[metric], value)
             self._default_worst = worst
-        return {m: max((v for v in (own.get(m), self._default_worst.get(m)) if v is not None), default=None)
-                for m in set(own) | set(self._default_worst)}
+        return self._default_worst
 
     def _reference64(self, inputs: list, seed: int, expected: list) -> list:
         import torch
@@ -303,22 +317,17 @@ class ReferenceSession:
         bool|None, "degenerate_inputs": list[int]|None, "degenerate": bool|None, "degeneracy_error": str|None}``;
         ``None`` values and an error text when the check itself failed (it never raises).
         """
-        import math
-
         import torch
 
         result = {"output_rms": None, "output_rel_std": None, "degenerate_constant": None,
                   "degenerate_inputs": None, "degenerate": None, "degeneracy_error": None}
         try:
             inputs, expected, expected64 = self.trial(0)
-            floating = [x for x in expected64 if isinstance(x, torch.Tensor) and x.is_floating_point()]
+            first = _first_floating(expected64)
             rms = 0.0
-            if floating:
-                flat = floating[0].reshape(-1).to(torch.float64)
-                flat = flat[torch.isfinite(flat)]
+            if first is not None:
+                flat, rms, std = first
                 n = flat.numel()
-                rms = math.sqrt(float((flat * flat).sum()) / n) if n else 0.0
-                std = float(flat.std(unbiased=False)) if n else 0.0
                 result["output_rms"] = rms
                 result["output_rel_std"] = std / rms if rms > 0 else None
                 # a single element has no spread to measure: only a zero counts (input dependence is tested below)
@@ -462,26 +471,16 @@ class ReferenceSession:
 
         Never raises: a reference that fails on a trial leaves the metrics ``None`` and records ``flags_error``.
         """
-        import torch
-
         result: dict[str, Any] = {f"reference_{m}": None for m in verify.ACCURACY_METRICS}
         result.update(low_spread=None, low_spread_default=None, unjudgeable=None, flags_error=None)
         try:
-            for t in range(len(self.trial_seeds)):
-                for metric, value in self.reference_errors(t).items():
-                    key = f"reference_{metric}"
-                    if value is not None:
-                        result[key] = value if result[key] is None else max(result[key], value)
+            result.update({f"reference_{m}": v for m, v in self.worst_reference_errors().items()})
             if degeneracy.get("degeneracy_error") is None:
-                _, _, expected64 = self.trial(0)
-                floating = [x for x in expected64 if isinstance(x, torch.Tensor) and x.is_floating_point()]
-                numel = int(torch.isfinite(floating[0]).sum()) if floating else 0
-                low = verify.is_low_spread(numel, degeneracy.get("output_rel_std"), self.precision)
+                low = _is_low_spread(self.trial(0)[2], self.precision)
                 result["low_spread_default"] = low
                 for t, reason in sorted((applicability or {}).items()):
                     if low and reason is None:  # this variant applies: does its output spread?
-                        _, _, variant64 = self.trial(t)
-                        low = verify.is_low_spread(*_first_spread(variant64), self.precision)
+                        low = _is_low_spread(self.trial(t)[2], self.precision)
                 result["low_spread"] = low
             result["unjudgeable"] = verify.is_unjudgeable(result["reference_rel_l2_error"])
         except Exception as exc:  # noqa: BLE001 - recorded as unknown, as the degeneracy check does
