@@ -215,6 +215,17 @@ class ReferenceSession:
                     total += x.numel() * x.element_size()
         return total
 
+    def release_cached_memory(self) -> None:
+        """Hand the CUDA caching allocator's free blocks back to the driver after each request. The candidate's worker
+        is another process on the same GPU: at full size one verify (float64 copies of ~1e9-element outputs) peaks at
+        tens of GB, and memory this process keeps reserved after it is memory the worker's next trial cannot get
+        (session 4's H200 calibration ran out of memory on level-1 problems 38, 39 and 45 this way). The cached
+        trials themselves stay (``cache_bytes``)."""
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.empty_cache()
+
     def _evict(self, keep) -> None:
         while len(self.cache) > 1 and sum(self._entry_bytes(e) for e in self.cache.values()) > self.cache_bytes:
             oldest = next(k for k in self.cache if k != keep)
@@ -559,3 +570,5 @@ def serve(conn, job: dict) -> None:
                 conn.send({"error": f"unknown op {op!r}"})
         except BaseException as exc:  # noqa: BLE001 - reported to the orchestrator; the process serves on
             conn.send({"error": execution.error_text(exc), "category": execution.classify_exception(exc, "run")})
+        finally:
+            session.release_cached_memory()
