@@ -168,3 +168,12 @@ def test_inputs_equal():
     assert not worker.inputs_equal(x, x * 2)
     assert not worker.inputs_equal(x, x.double())
     assert worker.inputs_equal(3, 3) and not worker.inputs_equal(3, 4)
+
+
+def test_pristine_copy_is_an_exact_private_copy():
+    x = torch.tensor([1.0, float("nan"), 3.0])
+    copy = worker.pristine_copy(x)
+    assert copy.data_ptr() != x.data_ptr() and worker.inputs_equal(copy, x)
+    x[0] = 2.0
+    assert not worker.inputs_equal(copy, x)
+    assert worker.pristine_copy(7) == 7

@@ -122,3 +122,17 @@ def test_triton_kernel_is_custom(gpu_rows):
     assert row["custom_kernel_share"] > 0.9, row["top_kernels"]
     assert row["top_kernels"][0]["name"].startswith("kbstudy_test_relu_kernel")
     assert row["top_kernels"][0]["origin"] == "custom"
+
+
+def test_large_input_pristine_copy_lives_in_host_memory(monkeypatch):
+    """Inputs above ``PRISTINE_HOST_BYTES`` keep their pristine copy on the host, and the inputs-mutated check
+    still sees a one-element change across the two devices."""
+    from kbstudy import worker
+
+    monkeypatch.setattr(worker, "PRISTINE_HOST_BYTES", 1 << 10)
+    x = torch.randn(4096, device="cuda")
+    copy = worker.pristine_copy(x)
+    assert copy.device.type == "cpu" and worker.pristine_copy(x[:8]).device.type == "cuda"
+    assert worker.inputs_equal(copy, x)
+    x[17] += 1.0
+    assert not worker.inputs_equal(copy, x)
