@@ -479,6 +479,50 @@ class ModelNew(Model):
 """,
 })
 
+#: ``zeros`` and ``mean`` for a problem whose ``Model.forward`` returns a tuple or list (``_returns_sequence``): the
+#: same nulls applied to each output. Separate sources, so the single-output ones keep their bytes and record keys.
+_SEQUENCE_NULL_TEMPLATES = {
+    "zeros": """
+
+class ModelNew(Model):
+    \"\"\"kbstudy null candidate: every output replaced by zeros of its shape and dtype (must fail kbstudy's verdict).\"\"\"
+
+    def forward(self, *args, **kwargs):
+        return _kb_null_map(torch.zeros_like, super().forward(*args, **kwargs))
+""",
+    "mean": """
+
+class ModelNew(Model):
+    \"\"\"kbstudy null candidate: every floating output replaced by a constant equal to its mean; integer outputs kept
+    (must fail kbstudy's verdict).\"\"\"
+
+    def forward(self, *args, **kwargs):
+        def constant(out):
+            return torch.full_like(out, out.float().mean().item()) if out.is_floating_point() else out
+
+        return _kb_null_map(constant, super().forward(*args, **kwargs))
+""",
+}
+
+
+def _returns_sequence(source: str) -> bool:
+    """Does the ``forward`` of the source's ``Model`` class return a literal tuple or list (``return a, b``)? Static
+    (``ast``); a source that does not parse, or returns a sequence through a name, counts as a single output."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == "Model":
+            for fn in node.body:
+                if isinstance(fn, ast.FunctionDef) and fn.name == "forward":
+                    return any(isinstance(r, ast.Return) and isinstance(r.value, (ast.Tuple, ast.List))
+                               for r in ast.walk(fn))
+    return False
+
+
 #: Every null candidate kind, in a fixed order (``null:all`` on the command line).
 NULL_CANDIDATES = tuple(_NULL_TEMPLATES)
 #: The null candidates of the calibration (``kbstudy calibrate``), run beside ``null:reference``.
@@ -502,7 +546,9 @@ def null_candidates(problem: Problem, kinds: Iterable[str] = NULL_CANDIDATES) ->
         if kind not in _NULL_TEMPLATES:
             raise KeyError(f"unknown null candidate {kind!r}; choose from {sorted(_NULL_TEMPLATES)} (or null:all)")
         template = _NULL_TEMPLATES[kind]
-        if kind not in _FIRST_NULLS:
+        if kind in _SEQUENCE_NULL_TEMPLATES and _returns_sequence(problem.source):
+            template = _NULL_HELPERS + _SEQUENCE_NULL_TEMPLATES[kind]  # e.g. DLRM-Bench 5's (rows, new_weight)
+        elif kind not in _FIRST_NULLS:
             template = _NULL_HELPERS + template
         source = problem.source.rstrip() + "\n" + template
         out.append(make_candidate(source, level=problem.level, problem_id=problem.problem_id,

@@ -24,8 +24,9 @@
 # evaluated at the precision it is written in: bf16 for 10 and 11, fp32 for the others.
 #
 # **Preliminary records.** A folder written by the benchmark's former runner (layout `preliminary`, e.g.
-# `outputs/records/h200-dlrm-gpu-run`, kept for comparison; the H200 parameters read `h200-dlrm-autotuned` and compare
-# it with `h200-dlrm`, the kernels before the rework) has no verdicts: its
+# `outputs/records/h200-dlrm-gpu-run`, kept for comparison; the H200 parameters read `h200-dlrm-main` and compare
+# it with `h200-dlrm`, the kernels before the rework, and with `h200-dlrm-autotuned`, the same kernels in an earlier
+# run) has no verdicts: its
 # `correct` column is that runner's own self-check (relative L2 error against float64), the verdict columns are empty,
 # and its problem 5 is the former in-place version. Its numbers are preliminary.
 
@@ -36,6 +37,7 @@ records_dir = "outputs/records/cpu-dlrm"  # a kbstudy.dlrm_bench.gpu_run output 
 output_dir = "outputs/reports/cpu-default/04_dlrm_bench"  # tables/ and figures/ go here
 hardware_label = "CPU (Triton interpreter)"  # how the hardware is named in titles
 previous_records_dir = ""  # an earlier run of the same problems (other kernels) to compare ours with; "" for none
+repeat_records_dir = ""  # another run of the same kernel files: how much a run moves the times; "" for none
 
 # %%
 import functools
@@ -192,7 +194,7 @@ print("\n".join(f"- {n}" for n in notes))
 # %% [markdown]
 # ## Our kernels before and after (an earlier run of the same problems)
 # Given `previous_records_dir` (the H200 parameters: `outputs/records/h200-dlrm`, the kernels before the issue-6
-# rework), our kernel's median time in each run. `after_over_before` below 1: faster now. Eager is re-timed in each
+# rework; the figures above come from `outputs/records/h200-dlrm-main`), our kernel's median time in each run. `after_over_before` below 1: faster now. Eager is re-timed in each
 # run; `eager_after_over_before` shows how much the baseline itself moved between the two runs, a measure of what a
 # difference between runs can owe to the run rather than the kernel.
 
@@ -216,3 +218,24 @@ if previous_records_dir:
           + "; correct before, not now: " + (", ".join(str(i) for i in broken["problem_id"]) or "none"))
 else:
     print("no earlier run given (previous_records_dir is empty)")
+
+# %% [markdown]
+# ## The same kernels in another run
+# Given `repeat_records_dir` (the H200 parameters: `outputs/records/h200-dlrm-autotuned`, byte-identical kernel files
+# measured in session 3), the same comparison between two runs of the same code: what a rerun moves. The
+# launch-bound problems (floor under three launches) move most, with the launch latency each run measured.
+
+# %%
+if repeat_records_dir:
+    repeat, repeat_machine = load_run(project_path(repeat_records_dir))
+    same = compare_runs(repeat, table)
+    same.to_csv(tables_dir / "repeat_run.csv", index=False)
+    print(f"other run: {repeat_records_dir} | this run: {records_dir}")
+    show(same, digits=3)
+    print(f"ours between the runs: {same['after_over_before'].min():.2f}-{same['after_over_before'].max():.2f}x; "
+          f"eager: {same['eager_after_over_before'].min():.2f}-{same['eager_after_over_before'].max():.2f}x")
+    other_launch, this_launch = launch_latency_ms(repeat_machine), launch_latency_ms(machine)
+    if other_launch is not None and this_launch is not None:
+        print(f"empty Triton kernel launch: {other_launch * 1e3:.1f} us there, {this_launch * 1e3:.1f} us here")
+else:
+    print("no other run of the same kernels given (repeat_records_dir is empty)")

@@ -270,24 +270,33 @@ def test_dlrm_missing_names_gaps():
                     reason="H200 notebook 4 rendering absent")
 def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
     """The committed H200 notebook 4 shows what ``kbstudy.dlrm_bench.report`` computes from the records its params
-    name (the autotuned kernels' run, compared with the run before the rework): a stale rendering fails here."""
+    name (the kernels measured by main's code, compared with the run before the rework and with an earlier run of the
+    same kernel files): a stale rendering fails here."""
     from kbstudy.study import _load_mapping, project_path
 
     params = _load_mapping(REPO / "params" / "04_dlrm_bench.h200.yaml")
-    assert params["records_dir"] == "outputs/records/h200-dlrm-autotuned"
+    assert params["records_dir"] == "outputs/records/h200-dlrm-main"
     assert params["previous_records_dir"] == "outputs/records/h200-dlrm"
+    assert params["repeat_records_dir"] == "outputs/records/h200-dlrm-autotuned"
     table, machine = dlrm_report.load_run(project_path(params["records_dir"], REPO))
     before, _ = dlrm_report.load_run(project_path(params["previous_records_dir"], REPO))
+    repeat, _ = dlrm_report.load_run(project_path(params["repeat_records_dir"], REPO))
     tables = REPO / params["output_dir"] / "tables"
     for name, expected in (("dlrm_bench_summary", dlrm_report.summary(table)),
                            ("launch_gap", dlrm_report.launch_gap(table)),
-                           ("before_after", dlrm_report.compare_runs(before, table))):
+                           ("before_after", dlrm_report.compare_runs(before, table)),
+                           ("repeat_run", dlrm_report.compare_runs(repeat, table))):
         pd.testing.assert_frame_equal(pd.read_csv(tables / f"{name}.csv"), expected, check_dtype=False, obj=name)
     assert table["correct"].all() and len(table) == 12
     text = _printed(REPO / "outputs" / "reports" / "h200" / "04_dlrm_bench.ipynb")
     for note in dlrm_report.floor_notes(table, machine):
         assert note in text
     assert "memory-bound problems within 1.25x of the floor: none" in text
-    # the records' git_commit is the code that ran (the issue-6 kernels), not the commit the run was launched from
-    assert set(RecordStore(project_path(params["records_dir"], REPO)).evaluations_frame()["git_commit"]) == {
-        "b93fe23896d39da4faee8c6f47d106b6354ec047"}
+    # main's evaluation code made the records (with significance); the repeat run holds the same kernel files
+    evaluations = RecordStore(project_path(params["records_dir"], REPO)).evaluations_frame()
+    assert set(evaluations["git_commit"]) == {"32e52931e720cf054c95a530f9a7ca701719e293"}
+    assert evaluations["speedup_significant"].notna().all()
+    repeat_evaluations = RecordStore(project_path(params["repeat_records_dir"], REPO)).evaluations_frame()
+    assert (evaluations.set_index("problem_id")["candidate_sha256"].sort_index()
+            == repeat_evaluations.set_index("problem_id")["candidate_sha256"].sort_index()).all()
+    assert "other run: outputs/records/h200-dlrm-autotuned" in text

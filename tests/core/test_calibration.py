@@ -249,3 +249,28 @@ def test_calibrate_fails_when_the_rule_is_broken(tmp_path):
     assert result.exit_code == 1, result.output
     assert "VIOLATION: null:reference on 3_DependsOnTheProcess.py" in result.output
     assert "FAIL: kbstudy's verdict breaks the calibration rule" in result.output
+
+
+def test_zeros_and_mean_reach_every_output_of_a_tuple_returning_problem(tmp_path, problem_by_name):
+    """DLRM-Bench 5 returns ``(rows, new_weight)``: its ``zeros`` and ``mean`` nulls map over the outputs (before this
+    they raised on the tuple, a ``runtime_error`` on every machine) and are rejected; single-output problems keep the
+    original sources, so their record keys do not move."""
+    from kbstudy import candidates
+    from kbstudy.dlrm_bench import load_dlrm_problems
+
+    (problem,) = load_dlrm_problems(1.0, [5])
+    assert candidates._returns_sequence(problem.source)
+    nulls = null_candidates(problem, ("reference", "zeros", "mean"))
+    store = RecordStore(tmp_path / "records")
+    evaluate_batch([problem], nulls, store, cpu_config(size_scale=1 / 512, trials=2, time_candidates=False,
+                                                       eager_baseline=False, cache_dir=str(tmp_path / "cache")))
+    rows = {r["model_config"]: r for r in store.evaluations()}
+    assert rows["null:reference"]["kbstudy_correct"] is True
+    for kind in ("null:zeros", "null:mean"):
+        assert rows[kind]["outcome"] == "evaluated", rows[kind]["error_message"]
+        assert rows[kind]["kbstudy_correct"] is False and rows[kind]["kernelbench_correct"] is False
+
+    softmax = problem_by_name["23_Softmax.py"]
+    assert not candidates._returns_sequence(softmax.source)
+    zeros = null_candidates(softmax, ["zeros"])[0]
+    assert zeros.source == softmax.source.rstrip() + "\n" + candidates._NULL_TEMPLATES["zeros"]
