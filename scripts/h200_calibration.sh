@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The full-size null calibration of issue #3 on the H200 (outputs/records/h200-calibration, notebook 02): KernelBench
-# level 1 and DLRM-Bench, fp32 and bf16. One lane per GPU: at full size one lane needs up to ~100 GB of GPU memory
-# (problem 5 holds ~1e9-element float64 references and input sets), and lanes sharing a GPU ran out of memory in
-# session 3 (see the folder's README). Resumable: it starts from the committed records and calibrates only the
-# problems without an evaluated record of every null (`--skip-complete`: records of any checks version count, so the
-# checks-v3 records of session 3 are completed under v4, not redone); records whose outcome came from the machine
-# (out of memory, a worker that died, a reference that could not run) are evaluated again (`--retry-outcome`). The
-# failed attempts stay in the JSONL history; notebook 02 reads the latest record of each null on each problem.
+# level 1, DLRM-Bench, then KernelBench levels 2-3 (folders level23-<precision>), fp32 and bf16. One lane per GPU: at
+# full size one lane needs up to ~100 GB of GPU memory (problem 5 holds ~1e9-element float64 references and input sets),
+# and lanes sharing a GPU ran out of memory in session 3 (see the folder's README). Resumable: it starts from the
+# committed records and calibrates only the problems without an evaluated record of every null (`--skip-complete`:
+# records of any checks version count, so the checks-v3 records of session 3 are completed under v4, not redone);
+# records whose outcome came from the machine (out of memory, a worker that died, a reference that could not run) are
+# evaluated again (`--retry-outcome`). The failed attempts stay in the JSONL history; notebook 02 reads the latest
+# record of each null on each problem.
 #
 # Before the device call, on the analysis machine (the GPU machine cannot see ../shared):
 #   mkdir -p .device/kernelbench && cp ../shared/kernelbench/*.jsonl .device/kernelbench/
@@ -14,7 +15,10 @@
 #   KBSTUDY_GIT_COMMIT=<git rev-parse HEAD> bash scripts/h200_calibration.sh 540
 # After it: tar -xzf <files_at>/calibration.tar.gz -C outputs/records/h200-calibration, and commit.
 #
-# usage: bash scripts/h200_calibration.sh [SECONDS]
+# Sharing a machine with the leaderboard run (issue 4), one GPU each (at most 8 files come back; these are 6):
+#   GPUS=0 bash scripts/h200_calibration.sh 540 & CUDA_VISIBLE_DEVICES=1 NGPU=1 bash scripts/h200_leaderboard.sh 540; wait
+#
+# usage: [GPUS="0 1"] bash scripts/h200_calibration.sh [SECONDS]
 set -u
 secs=${1:-540}
 export KBSTUDY_GIT_COMMIT=${KBSTUDY_GIT_COMMIT:-unknown}
@@ -25,7 +29,13 @@ KB=${KB_DIR:-.device/kernelbench}/kernelbench_levels_1-3.jsonl
 deadline=$(( $(date +%s) + secs - 30 ))  # 30 s for the archive
 W=$(mktemp -d); mkdir -p "$W/logs"
 cp -r "$REC"/. "$W/" 2>/dev/null
-NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); [ "${NGPU:-0}" -ge 1 ] 2>/dev/null || NGPU=1
+# GPUS: the GPU ids to use (default: every GPU nvidia-smi lists), e.g. GPUS=0 to leave GPU 1 to the leaderboard run
+if [ -z "${GPUS:-}" ]; then
+  NGPU=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true); [ "${NGPU:-0}" -ge 1 ] 2>/dev/null || NGPU=1
+  GPUS=$(seq -s ' ' 0 $((NGPU - 1)))
+fi
+read -r -a GPU_IDS <<<"$GPUS"
+NGPU=${#GPU_IDS[@]}
 RETRY=(--skip-complete --retry-outcome out_of_memory --retry-outcome crashed --retry-outcome reference_error
        --retry-outcome cuda_error)
 
@@ -41,15 +51,19 @@ lane() {  # one GPU's share of the steps, in order
   local gpu=$1; shift
   for s in "$@"; do
     IFS=: read -r prefix prec <<<"$s"
-    if [ "$prefix" = dlrm ]; then step "$gpu" dlrm "$prec" --dlrm; else step "$gpu" level1 "$prec" --problems "$KB" --level 1; fi
+    case $prefix in
+      dlrm) step "$gpu" dlrm "$prec" --dlrm ;;
+      level1) step "$gpu" level1 "$prec" --problems "$KB" --level 1 ;;
+      level23) step "$gpu" level23 "$prec" --problems "$KB" --level 2 --level 3 ;;
+    esac
   done
 }
 if [ "$NGPU" -ge 2 ]; then
-  lane 0 level1:fp32 dlrm:fp32 &
-  lane 1 level1:bf16 dlrm:bf16 &
+  lane "${GPU_IDS[0]}" level1:fp32 dlrm:fp32 level23:fp32 &
+  lane "${GPU_IDS[1]}" level1:bf16 dlrm:bf16 level23:bf16 &
   wait
 else
-  lane 0 level1:fp32 level1:bf16 dlrm:fp32 dlrm:bf16
+  lane "${GPU_IDS[0]}" level1:fp32 level1:bf16 dlrm:fp32 dlrm:bf16 level23:fp32 level23:bf16
 fi
 rm -rf "$W"/*/.*.merge
 tar -czf "$OUT/calibration.tar.gz" -C "$W" --exclude=README.md .

@@ -271,7 +271,8 @@ def test_a_problem_in_two_folders_of_one_setting_counts_once(tmp_path):
     # 23_Softmax's all-zeros output at fp32, full size, is in the H200 smoke run and in the H200 calibration: one problem
     folders, _ = audit.expand_records_dirs([RECORDS / "h200-smoke", RECORDS / "h200-calibration"], root=tmp_path)
     ev, refs = audit.load_records(folders, root=tmp_path)
-    assert ((ev.model_config == "null:zeros") & (ev.problem_id == 23) & (ev.precision == "fp32")).sum() == 2
+    both = ev[(ev.model_config == "null:zeros") & (ev.problem_id == 23) & (ev.precision == "fp32")]
+    assert both.records_dir.nunique() == 2  # (the calibration folder may hold a retried attempt too)
     findings = audit.null_findings(ev, refs, ["fp32"])
     zeros = findings[(findings["null"] == "zeros") & findings.outcome.eq("evaluated") & (findings.level == 1)]
     assert (zeros.problem_id == 23).sum() == 1  # one finding: the latest record
