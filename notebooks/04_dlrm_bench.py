@@ -194,9 +194,10 @@ print("\n".join(f"- {n}" for n in notes))
 # %% [markdown]
 # ## Our kernels before and after (an earlier run of the same problems)
 # Given `previous_records_dir` (the H200 parameters: `outputs/records/h200-dlrm`, the kernels before the issue-6
-# rework; the figures above come from `outputs/records/h200-dlrm-main`), our kernel's median time in each run. `after_over_before` below 1: faster now. Eager is re-timed in each
-# run; `eager_after_over_before` shows how much the baseline itself moved between the two runs, a measure of what a
-# difference between runs can owe to the run rather than the kernel.
+# rework; the figures above come from `outputs/records/h200-dlrm-main`), our kernel's median time in each run.
+# `after_over_before` below 1: faster now. Eager is re-timed in each run; `eager_after_over_before` shows how much
+# the baseline itself moved between the two runs, a measure of what a difference between runs can owe to the run
+# rather than the kernel.
 
 # %%
 if previous_records_dir:
