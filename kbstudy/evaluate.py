@@ -42,7 +42,7 @@ from typing import Any, Iterable
 from kbstudy import provenance
 from kbstudy.execution import unpack
 from kbstudy.candidates import Candidate
-from kbstudy.problems import Problem, scale_source
+from kbstudy.problems import Problem, scale_candidate_source, scale_source
 from kbstudy.records import (OUTCOMES, EvaluationRecord, RecordStore, ReferenceRecord, evaluation_key,
                              problem_flags, reference_key)
 from kbstudy.variants import FRESH, VARIANTS, ExtraTrial, plan_extra_trials
@@ -422,6 +422,7 @@ class _Reference:
     def __init__(self, pool: ChildPool, problem: Problem, cfg: EvalConfig, device: str,
                  extra: list[ExtraTrial] | None = None):
         self.child = pool.get()
+        self.problem_source = problem.source  # unscaled: scale_candidate_source matches candidates against it
         source = scale_source(problem.source, cfg.size_scale)
         self.child.send({"role": "reference", "env": _child_env(None, cfg, device), "job": {
             "source": source, "filename": f"<problem {_label(problem.key)}>", "device": device, "precision": cfg.precision,
@@ -487,7 +488,9 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
     try:
         clock.start("load")
         child.send({"role": "worker", "env": _child_env(candidate, cfg, device), "job": {
-            "source": candidate.source, "filename": f"<candidate {_label(candidate.candidate_id)}>", "device": device,
+            # the candidate's copies of the problem's size constants shrink with the problem's (size_scale < 1)
+            "source": scale_candidate_source(candidate.source, ref.problem_source, cfg.size_scale),
+            "filename": f"<candidate {_label(candidate.candidate_id)}>", "device": device,
             "precision": cfg.precision, "seed": cfg.seed}})
         reply = child.recv(cfg.load_timeout_s)
         clock.stop()

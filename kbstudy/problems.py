@@ -21,7 +21,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 _FILE_RE = re.compile(r"^(\d+)_(.+)\.py$")
 
@@ -270,26 +270,11 @@ def _literal_value(node: ast.expr):
     return None
 
 
-def scale_source(source: str, size_scale: float) -> str:
-    """Shrink a KernelBench problem's sizes by ``size_scale`` (0 < size_scale <= 1) by rewriting its module-level
-    integer constants.
-
-    Rule: a top-level ``name = <constant>`` (an int, a constant product such as ``2048 * 2``, or a tuple of ints) whose
-    name is not an operator hyper-parameter (kernel size, stride, padding, dilation, groups, ...) has every integer
-    ``>= 32`` multiplied by ``size_scale``, rounded to keep its power-of-two factor up to 16 and floored at 16.
-    Assignments computed from other names (``dim2 = N * 2``) are left as written and shrink through their inputs.
-    Each rewritten line keeps its original value in a trailing comment. ``size_scale == 1`` returns ``source``
-    unchanged.
-
-    Raises ``ValueError`` for a scale outside (0, 1].
-    """
-    if not 0 < size_scale <= 1:
-        raise ValueError(f"size_scale must be in (0, 1], got {size_scale}")
-    if size_scale == 1:
-        return source
+def _size_edits(source: str, size_scale: float) -> list[tuple[int, int, str, Any, Any, str]]:
+    """The rewrites of :func:`scale_source`: ``(lineno, col_offset, name, value, new value, original text)`` per
+    top-level size constant it scales."""
     tree = ast.parse(source)
-    lines = source.splitlines(keepends=True)
-    edits: list[tuple[int, int, str]] = []
+    edits = []
     for node in tree.body:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
             continue
@@ -309,13 +294,61 @@ def scale_source(source: str, size_scale: float) -> str:
             continue
         if node.lineno != node.end_lineno:
             continue  # multi-line constants: leave untouched rather than risk a broken rewrite
-        original = ast.get_source_segment(source, node.value)
-        edits.append((node.lineno, node.col_offset, f"{name} = {new!r}  # kbstudy size_scale={size_scale}: was {original}"))
-    for lineno, col, text in edits:
+        edits.append((node.lineno, node.col_offset, name, value, new, ast.get_source_segment(source, node.value)))
+    return edits
+
+
+def _apply_edits(source: str, edits, size_scale: float) -> str:
+    lines = source.splitlines(keepends=True)
+    for lineno, col, name, _, new, original in edits:
         old = lines[lineno - 1]
         newline = "\n" if old.endswith("\n") else ""
-        lines[lineno - 1] = old[:col] + text + newline
+        lines[lineno - 1] = old[:col] + f"{name} = {new!r}  # kbstudy size_scale={size_scale}: was {original}" + newline
     return "".join(lines)
+
+
+def scale_source(source: str, size_scale: float) -> str:
+    """Shrink a KernelBench problem's sizes by ``size_scale`` (0 < size_scale <= 1) by rewriting its module-level
+    integer constants.
+
+    Rule: a top-level ``name = <constant>`` (an int, a constant product such as ``2048 * 2``, or a tuple of ints) whose
+    name is not an operator hyper-parameter (kernel size, stride, padding, dilation, groups, ...) has every integer
+    ``>= 32`` multiplied by ``size_scale``, rounded to keep its power-of-two factor up to 16 and floored at 16.
+    Assignments computed from other names (``dim2 = N * 2``) are left as written and shrink through their inputs.
+    Each rewritten line keeps its original value in a trailing comment. ``size_scale == 1`` returns ``source``
+    unchanged.
+
+    Raises ``ValueError`` for a scale outside (0, 1].
+    """
+    if not 0 < size_scale <= 1:
+        raise ValueError(f"size_scale must be in (0, 1], got {size_scale}")
+    if size_scale == 1:
+        return source
+    return _apply_edits(source, _size_edits(source, size_scale), size_scale)
+
+
+def scale_candidate_source(candidate_source: str, problem_source: str, size_scale: float) -> str:
+    """A candidate's source for the problem scaled by :func:`scale_source`: the candidate's own copies of the problem's
+    size constants are scaled the same way, so a ``ModelNew`` that reads ``batch_size`` or ``hidden_size`` from its
+    module (as candidates that repeat the problem's code do, and every null candidate) sees the sizes the reference
+    process uses. Only a top-level assignment with the *same name and the same value* as a constant the problem's
+    scaling rewrites is changed; any other constant of the candidate (``BLOCK_SIZE = 1024``, a CUDA source string) is
+    left as written. ``size_scale == 1``, or a candidate that does not parse, returns ``candidate_source`` unchanged
+    (the worker then reports the syntax error itself).
+
+    Raises ``ValueError`` for a scale outside (0, 1].
+    """
+    if not 0 < size_scale <= 1:
+        raise ValueError(f"size_scale must be in (0, 1], got {size_scale}")
+    if size_scale == 1:
+        return candidate_source
+    try:
+        scaled = {(name, repr(value)): new for _, _, name, value, new, _ in _size_edits(problem_source, size_scale)}
+        edits = [e for e in _size_edits(candidate_source, size_scale)
+                 if scaled.get((e[2], repr(e[3]))) == e[4]]
+    except SyntaxError:
+        return candidate_source
+    return _apply_edits(candidate_source, edits, size_scale)
 
 
 # --------------------------------------------------------------------------------------------- operator categories

@@ -274,3 +274,18 @@ def test_zeros_and_mean_reach_every_output_of_a_tuple_returning_problem(tmp_path
     assert not candidates._returns_sequence(softmax.source)
     zeros = null_candidates(softmax, ["zeros"])[0]
     assert zeros.source == softmax.source.rstrip() + "\n" + candidates._NULL_TEMPLATES["zeros"]
+
+
+def test_null_candidates_of_a_scaled_problem_see_its_scaled_module_sizes(all_problems, tmp_path):
+    """Level-3 33_VanillaRNNHidden reads ``batch_size`` from its module in ``__init__``: at 1/64 size every null once
+    failed with a shape mismatch (the candidate's copy of the constant was unscaled). Now the honest reference passes
+    and zeros is rejected."""
+    rnn = next(p for p in all_problems if p.level == 3 and p.name.startswith("33_"))
+    store = RecordStore(tmp_path / "records")
+    evaluate_batch([rnn], null_candidates(rnn, ("reference", "zeros")), store,
+                   cpu_config(size_scale=1 / 64, trials=2, time_candidates=False, eager_baseline=False,
+                              cache_dir=str(tmp_path / "cache")))
+    rows = {r["model_config"]: r for r in store.evaluations()}
+    assert rows["null:reference"]["outcome"] == "evaluated", rows["null:reference"]["error_message"]
+    assert rows["null:reference"]["kbstudy_correct"] is True
+    assert rows["null:zeros"]["kbstudy_correct"] is False

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kbstudy.problems import ProblemLoadError, load_problems, make_problem, operator_category, scale_source
+from kbstudy.problems import (ProblemLoadError, load_problems, make_problem, operator_category, scale_candidate_source,
+                              scale_source)
 
 
 def _rows(path: Path) -> list[dict]:
@@ -238,6 +239,21 @@ def test_scale_one_is_identity(all_problems):
 def test_invalid_scale_raises(problem_by_name, bad):
     with pytest.raises(ValueError):
         scale_source(problem_by_name["19_ReLU.py"].source, bad)
+
+
+def test_candidate_copies_of_the_problem_sizes_scale_with_it(all_problems):
+    """Level-3 33_VanillaRNNHidden builds its hidden state from the module's ``batch_size``: a candidate repeating the
+    problem's constants must see the scaled ones (same name and value only; its own tunables stay)."""
+    rnn = next(p for p in all_problems if p.level == 3 and p.name.startswith("33_"))
+    candidate = rnn.source + "\nBLOCK_SIZE = 1024\nhidden_size = 4096  # not the problem's value\n"
+    scaled = _exec(scale_candidate_source(candidate, rnn.source, 1 / 64))
+    problem = _exec(scale_source(rnn.source, 1 / 64))
+    assert (scaled.batch_size, scaled.input_size) == (problem.batch_size, problem.input_size) == (16, 256)
+    assert (scaled.BLOCK_SIZE, scaled.hidden_size) == (1024, 4096)
+    assert scale_candidate_source(candidate, rnn.source, 1.0) is candidate
+    assert scale_candidate_source("def broken(:\n", rnn.source, 0.5) == "def broken(:\n"  # the worker reports it
+    with pytest.raises(ValueError):
+        scale_candidate_source(candidate, rnn.source, 0)
 
 
 # --------------------------------------------------------------------------------------------------- categories
