@@ -26,7 +26,7 @@ row per (run, problem, precision, null) with its role and whether it violates th
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, NamedTuple, Sequence
 
 #: Null candidates kbstudy must reject on every non-degenerate problem.
 MUST_FAIL = ("zeros", "mean", "partial0.3", "partial10", "partial50", "partial90")
@@ -138,22 +138,47 @@ def calibration_findings(evaluations, references, extra_columns: Sequence[str] =
     return out.reset_index(drop=True)
 
 
+#: At most this many "not evaluated" lines are printed per precision (then a count of the rest).
+NOT_EVALUATED_LINES = 20
+
+
+class CalibrationTotals(NamedTuple):
+    """What :func:`run_calibration` found over its precisions: ``violations`` of the calibration rule (must be 0), and
+    ``not_evaluated`` null records (latest per null and problem) whose outcome is not ``evaluated`` (a machine
+    failure, or a problem the null or the reference cannot run): no verdict, so not covered by the rule."""
+
+    violations: int
+    not_evaluated: int
+
+
 def print_calibration(findings, title: str) -> None:
-    """A rich table: per null kind, how many problems' KernelBench and kbstudy checks passed it, the violations, and
-    the degenerate problems."""
+    """A rich table: per null kind, how many problems' KernelBench and kbstudy checks passed it, how many records were
+    not evaluated, the violations; then the flagged problems, and the records not evaluated with their outcome and
+    error (:data:`NOT_EVALUATED_LINES` at most). ``findings``: :func:`calibration_findings` (with ``error_message``
+    among its extra columns for the errors)."""
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
+    if not console.is_terminal:
+        console = Console(width=120)  # logs and pipes: wide enough for the column names
     table = Table(title=title)
-    for col in ("null", "role", "evaluated", "KB passes", "kbstudy passes", "violations", "excused"):
+    for col in ("null", "role", "evaluated", "not evaluated", "KB passes", "kbstudy passes", "violations", "excused"):
         table.add_column(col)
     for kind, group in findings.groupby("null", sort=True):
         evaluated = group[group.outcome == "evaluated"]
-        table.add_row(kind, null_role(kind), str(len(evaluated)), str(int(evaluated.kernelbench_correct.eq(True).sum())),
+        table.add_row(kind, null_role(kind), str(len(evaluated)), str(len(group) - len(evaluated)),
+                      str(int(evaluated.kernelbench_correct.eq(True).sum())),
                       str(int(evaluated.kbstudy_correct.eq(True).sum())), str(int(group.violation.sum())),
                       str(int(group.excused.sum())))
     console.print(table)
+    failed = findings[findings.outcome != "evaluated"]
+    for _, row in failed.head(NOT_EVALUATED_LINES).iterrows():
+        error = str(row.get("error_message") or "").splitlines()[:1]
+        console.print(f"not evaluated: null:{row['null']} on {row.problem_name}: {row.outcome}"
+                      + (f" ({error[0][:160]})" if error else ""))
+    if len(failed) > NOT_EVALUATED_LINES:
+        console.print(f"not evaluated: {len(failed) - NOT_EVALUATED_LINES} more records (see the records' error_message)")
     for flag in ("low_spread", "unjudgeable"):
         for _, row in findings[findings[flag].eq(True)].drop_duplicates("problem_name").iterrows():
             error = row.reference_rel_l2_error
@@ -192,7 +217,7 @@ def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[st
                     device: str = "auto", size_scale: float = 1.0, trials: int = 5, run_timeout_s: float = 300.0,
                     cache_dir: str = ".cache/kbstudy", progress: bool = True,
                     echo: Callable[[str], None] = print, selection: list[dict] | None = None,
-                    retry_outcomes: Sequence[str] = (), skip_complete: bool = False) -> int:
+                    retry_outcomes: Sequence[str] = (), skip_complete: bool = False) -> CalibrationTotals:
     """Evaluate ``null:reference`` and ``nulls`` on every problem, one record folder per precision
     (``<out>-<precision>``), through :func:`kbstudy.evaluate.evaluate_batch` with no timing (calibration times
     nothing); print each precision's findings (:func:`print_calibration`).
@@ -210,8 +235,8 @@ def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[st
             ``("out_of_memory", "crashed")`` after a run whose lanes shared one GPU.
         skip_complete: leave out the problems :func:`complete_problems` finds in the precision's folder (made on
             this device's hardware at this size, under any checks version).
-    Returns the number of violations (:func:`calibration_findings`; excused findings on flagged problems are not
-    counted) over the precisions. Raises ``KeyError`` for an
+    Returns :class:`CalibrationTotals` over the precisions: the violations (:func:`calibration_findings`; excused
+    findings on flagged problems are not counted) and the null records not evaluated. Raises ``KeyError`` for an
     unknown null kind and ``RuntimeError`` from ``evaluate_batch``.
     """
     from kbstudy.candidates import null_candidates
@@ -221,7 +246,7 @@ def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[st
     out = Path(out)
     kinds = ("reference",) + tuple(k for k in nulls if k != "reference")
     cands = [c for p in problems for c in null_candidates(p, kinds)]
-    failures = 0
+    failures = not_evaluated = 0
     for prec in precisions:
         folder = out.parent / f"{out.name}-{prec}"
         store = RecordStore(folder)
@@ -247,10 +272,12 @@ def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[st
         summary = evaluate_batch(problems, todo, store, cfg)
         echo(f"{folder}: {summary.written} records written, {summary.already_done} already present, "
              f"{summary.seconds:.1f} s")
-        findings = calibration_findings(store.evaluations_frame(), store.references_frame())
+        findings = calibration_findings(store.evaluations_frame(), store.references_frame(), ("error_message",))
         print_calibration(findings, f"calibration {prec}, size scale {size_scale}")
-        failures += int(findings["violation"].sum()) if len(findings) else 0
-    return failures
+        if len(findings):
+            failures += int(findings["violation"].sum())
+            not_evaluated += int((findings["outcome"] != "evaluated").sum())
+    return CalibrationTotals(failures, not_evaluated)
 
 
 # ------------------------------------------------------------------------------------------------ problem selection

@@ -67,6 +67,32 @@ def print_summary(frame, title: str) -> None:
     Console(width=None if sys.stdout.isatty() else 160).print(table)
 
 
+def failure_reasons(frame, top: int = 5):
+    """Per model configuration, the most frequent reasons a record is not kbstudy-correct, as a DataFrame with
+    ``model_config``, ``reason`` and ``records``: ``<outcome>: <first line of the error>`` (numbers and hex addresses
+    blanked so that one error counts once) for records not evaluated, ``evaluated: <kbstudy_failure>`` for evaluated
+    records that fail kbstudy's verdict; ``top`` reasons per configuration, most frequent first."""
+    import re
+
+    import pandas as pd
+
+    def reason(row) -> str | None:
+        if row.outcome == "evaluated":
+            return None if row.kbstudy_correct == True else f"evaluated: {row.kbstudy_failure}"  # noqa: E712
+        if row.outcome == "skipped":
+            return None
+        first = str(row.error_message or "").strip().splitlines()[:1]
+        text = re.sub(r"0x[0-9a-f]+|\d+(\.\d+)?", "N", first[0])[:120] if first else ""
+        return f"{row.outcome}: {text}" if text else str(row.outcome)
+
+    reasons = frame.assign(reason=frame.apply(reason, axis=1)).dropna(subset=["reason"])
+    if not len(reasons):
+        return pd.DataFrame(columns=["model_config", "reason", "records"])
+    counts = reasons.groupby(["model_config", "reason"]).size().rename("records").reset_index()
+    counts = counts.sort_values(["model_config", "records", "reason"], ascending=[True, False, True])
+    return counts.groupby("model_config").head(top).reset_index(drop=True)
+
+
 @app.command("eval")
 def eval_command(
     problems: Path = typer.Option(..., help="KernelBench checkout, folder of problems, or JSONL/Parquet export"),
@@ -118,6 +144,11 @@ def eval_command(
         _fail(str(exc))
     if problem_id:
         cands = [c for c in cands if c.problem_id in set(problem_id)]
+    if not cands:  # not an error (a script's chunk may hold no kernel of a configuration), but never silent
+        typer.echo(f"no candidate matches this selection (problems {len(probs)}, levels {level or 'all'}, problem ids "
+                   f"{problem_id or 'all'}, model configurations {model_config or 'all'}): nothing to evaluate",
+                   err=True)
+        return
     store = RecordStore(out)
     cfg = EvalConfig(run=run or out.name, precision=precision, device=device, size_scale=size_scale, trials=trials,
                      compile_baseline=compile_baseline, load_timeout_s=load_timeout, run_timeout_s=run_timeout,
@@ -204,20 +235,22 @@ def calibrate_command(
     if not probs:
         _fail("no problems selected")
     try:
-        failures = run_calibration(probs, out, precisions, nulls=kinds, device=device, size_scale=size_scale,
+        totals = run_calibration(probs, out, precisions, nulls=kinds, device=device, size_scale=size_scale,
                                    trials=trials, run_timeout_s=run_timeout, cache_dir=str(cache_dir),
                                    progress=progress, echo=typer.echo, selection=selection,
                                    retry_outcomes=tuple(retry_outcome or ()), skip_complete=skip_complete)
     except (RuntimeError, ValueError) as exc:  # ValueError: an unknown outcome to retry
         _fail(str(exc))
-    typer.echo(f"{failures} null candidates pass kbstudy's check on a problem not flagged degenerate, low-spread or "
-               "unjudgeable, or are honest and fail it (must be 0; noise and lowprec excepted: the calibration rule "
-               "of docs/verifier.md)")
-    if failures:  # usable as a gate in scripts and CI: the verdict was fooled, or rejected an honest implementation
+    typer.echo(f"{totals.violations} null candidates pass kbstudy's check on a problem not flagged degenerate, "
+               "low-spread or unjudgeable, or are honest and fail it (must be 0; noise and lowprec excepted: the "
+               "calibration rule of docs/verifier.md)")
+    if totals.violations:  # usable as a gate in scripts and CI: the verdict was fooled, or rejected an honest one
         typer.echo("FAIL: kbstudy's verdict breaks the calibration rule (see the VIOLATION lines above)")
         raise typer.Exit(code=1)
     typer.echo("PASS: kbstudy's verdict rejects every must-fail null and accepts every honest one on the problems not "
-               "flagged")
+               "flagged" + (f", among the records evaluated; {totals.not_evaluated} null records were not evaluated "
+                            "and have no verdict (the 'not evaluated' lines above say why)" if totals.not_evaluated
+                            else ""))
 
 
 @app.command("export")
@@ -240,6 +273,11 @@ def summary_command(records: Path = typer.Argument(..., help="records folder")) 
     if not len(frame):
         _fail(f"{records} holds no evaluation records")
     print_summary(frame, str(records))
+    reasons = failure_reasons(frame)
+    if len(reasons):
+        typer.echo("why records are not kbstudy-correct (most frequent reasons per model configuration):")
+        for row in reasons.itertuples():
+            typer.echo(f"  {row.model_config}: {row.records} x {row.reason}")
 
 
 def _mount_optional() -> None:

@@ -289,3 +289,21 @@ def test_null_candidates_of_a_scaled_problem_see_its_scaled_module_sizes(all_pro
     assert rows["null:reference"]["outcome"] == "evaluated", rows["null:reference"]["error_message"]
     assert rows["null:reference"]["kbstudy_correct"] is True
     assert rows["null:zeros"]["kbstudy_correct"] is False
+
+
+def test_calibrate_names_the_records_it_could_not_evaluate(tmp_path):
+    """A problem whose reference cannot run at all: no verdict, so no violation, but the PASS line says how many
+    records have none and a 'not evaluated' line gives each one's outcome and error."""
+    problems = tmp_path / "problems.jsonl"
+    source = _DEPENDS_ON_THE_PROCESS.format(counter=str(tmp_path / "loads")).replace(
+        "return x * float(_LOADS)", "raise RuntimeError('this reference cannot run')")
+    problems.write_text(json.dumps({"code": source, "level": 90, "problem_id": 4, "name": "4_CannotRun.py"}) + "\n")
+    result = CliRunner().invoke(app, ["calibrate", "--problems", str(problems), "--precision", "fp32", "--nulls",
+                                      "zeros", "--device", "cpu", "--trials", "2", "--out", str(tmp_path / "c"),
+                                      "--no-progress", "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    assert "not evaluated: null:reference on 4_CannotRun.py: reference_error" in result.output
+    assert "this reference cannot run" in result.output
+    assert "2 null records were not evaluated and have no verdict" in result.output
+    # the table's header fits on one line of a log (120 columns), with the new column
+    assert any("not evaluated" in line and "kbstudy passes" in line for line in result.output.splitlines())

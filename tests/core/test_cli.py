@@ -113,3 +113,37 @@ def test_summary_prints(cli_run):
     assert result.exit_code == 0, _text(result)
     assert "null:reference" in result.output and "null:zeros" in result.output
     assert "kbstudy-correct" in result.output
+    # why the zeros output is not correct: its failing check, per configuration
+    assert "why records are not kbstudy-correct" in result.output
+    assert "null:zeros: 1 x evaluated: rel_l2" in result.output
+    assert "null:reference:" not in result.output.split("why records")[1]
+
+
+def test_failure_reasons_blank_numbers_and_rank():
+    pd = pytest.importorskip("pandas")
+    from kbstudy.cli import failure_reasons
+
+    frame = pd.DataFrame([
+        {"model_config": "m", "outcome": "timeout", "error_message": "run: no reply within 60 s", "kbstudy_correct": None,
+         "kbstudy_failure": None},
+        {"model_config": "m", "outcome": "timeout", "error_message": "run: no reply within 120 s",
+         "kbstudy_correct": None, "kbstudy_failure": None},
+        {"model_config": "m", "outcome": "evaluated", "error_message": None, "kbstudy_correct": False,
+         "kbstudy_failure": "coverage"},
+        {"model_config": "m", "outcome": "evaluated", "error_message": None, "kbstudy_correct": True,
+         "kbstudy_failure": None},
+        {"model_config": "m", "outcome": "skipped", "error_message": "no GPU", "kbstudy_correct": None,
+         "kbstudy_failure": None},
+    ])
+    reasons = failure_reasons(frame)
+    assert reasons.values.tolist() == [["m", "timeout: run: no reply within N s", 2], ["m", "evaluated: coverage", 1]]
+
+
+def test_eval_with_no_matching_candidate_says_so(levels_file, tmp_path):
+    result = runner.invoke(app, ["eval", "--problems", str(levels_file), "-c", str(levels_file.parent /
+                                 "leaderboard_kernels.jsonl"), "--level", "1", "--problem-id", "19",
+                                 "--model-config", "no-such-model", "--device", "cpu", "--out", str(tmp_path / "o"),
+                                 "--no-progress"])
+    assert result.exit_code == 0, _text(result)
+    assert "no candidate matches this selection" in _text(result) and "no-such-model" in _text(result)
+    assert not (tmp_path / "o" / "evaluations.jsonl").exists()
