@@ -16,12 +16,17 @@
 # After it: tar -xzf <files_at>/calibration.tar.gz -C outputs/records/h200-calibration, and commit.
 #
 # Sharing a machine with the leaderboard run (issue 4), one GPU each (at most 8 files come back; these are 6):
+#   export KBSTUDY_GIT_COMMIT=<git rev-parse HEAD>
 #   GPUS=0 bash scripts/h200_calibration.sh 540 & CUDA_VISIBLE_DEVICES=1 NGPU=1 bash scripts/h200_leaderboard.sh 540; wait
+# The leaderboard's timings are then taken on a host whose CPUs the calibration shares (as they are when the
+# leaderboard runs two phases at once): candidate and eager are timed in the same process minutes apart, so the
+# speedups see the same host; launch-bound absolute times move with the host's load (outputs/records/h200-dlrm-main).
 #
 # usage: [GPUS="0 1"] bash scripts/h200_calibration.sh [SECONDS]
 set -u
 secs=${1:-540}
 export KBSTUDY_GIT_COMMIT=${KBSTUDY_GIT_COMMIT:-unknown}
+[ "$KBSTUDY_GIT_COMMIT" = unknown ] && echo "warning: KBSTUDY_GIT_COMMIT is not set: records will say git_commit unknown"
 export PYTHONUNBUFFERED=1
 OUT=${OUT:?OUT must name the output folder}
 REC=${RECORDS_DIR:-outputs/records/h200-calibration}

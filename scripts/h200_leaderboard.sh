@@ -52,6 +52,10 @@ NCPU=$(nproc 2>/dev/null || echo 2)
 BUILD_JOBS=$(( NCPU / NGPU > 0 ? NCPU / NGPU : 1 ))
 [ "$KBSTUDY_GIT_COMMIT" = unknown ] && echo "warning: KBSTUDY_GIT_COMMIT is not set: records will say git_commit unknown"
 
+# a dry run prints the commands and leaves $OUT alone: its bookkeeping goes to a scratch folder
+if [ "$DRY_RUN" = 1 ]; then
+  OUT=$(mktemp -d); trap 'rm -rf "$OUT"' EXIT
+fi
 mkdir -p "$OUT/rec" "$OUT/logs"
 for f in evaluations.jsonl references.jsonl phases_done.txt; do
   [ -f "$REC/$f" ] && cp "$REC/$f" "$OUT/rec/$f"

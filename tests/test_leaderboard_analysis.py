@@ -238,6 +238,7 @@ def test_gpu_script_runs_resumes_and_matches_the_study(tmp_path):
     study = load_study(REPO / "params" / "study" / "h200_level1_leaderboard.yaml")
     assert {c.split("--run ")[1].split()[0] for c in commands} == {r.run for r in study.runs}
     assert sum("-c null:reference" in c for c in commands) == 4  # the current fp32 phases of the top five
+    assert not (tmp_path / "dry").exists()  # a dry run writes nothing under $OUT
     # one real phase on this CPU: the CUDA kernels are recorded as skipped, the phase is marked done, and a second
     # call finds nothing left
     out = tmp_path / "call1"
