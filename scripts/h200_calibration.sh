@@ -19,7 +19,7 @@
 #   export KBSTUDY_GIT_COMMIT=<git rev-parse HEAD>
 #   GPUS=0 bash scripts/h200_calibration.sh 540 & CUDA_VISIBLE_DEVICES=1 NGPU=1 bash scripts/h200_leaderboard.sh 540; wait
 # The leaderboard's timings are then taken on a host whose CPUs the calibration shares (as they are when the
-# leaderboard runs two phases at once): candidate and eager are timed in the same process minutes apart, so the
+# leaderboard runs two phases at once): candidate and eager are timed in the same phase, at most minutes apart, so the
 # speedups see the same host; launch-bound absolute times move with the host's load (outputs/records/h200-dlrm-main).
 #
 # usage: [GPUS="0 1"] bash scripts/h200_calibration.sh [SECONDS]
