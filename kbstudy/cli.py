@@ -236,9 +236,9 @@ def calibrate_command(
         _fail("no problems selected")
     try:
         totals = run_calibration(probs, out, precisions, nulls=kinds, device=device, size_scale=size_scale,
-                                   trials=trials, run_timeout_s=run_timeout, cache_dir=str(cache_dir),
-                                   progress=progress, echo=typer.echo, selection=selection,
-                                   retry_outcomes=tuple(retry_outcome or ()), skip_complete=skip_complete)
+                                 trials=trials, run_timeout_s=run_timeout, cache_dir=str(cache_dir),
+                                 progress=progress, echo=typer.echo, selection=selection,
+                                 retry_outcomes=tuple(retry_outcome or ()), skip_complete=skip_complete)
     except (RuntimeError, ValueError) as exc:  # ValueError: an unknown outcome to retry
         _fail(str(exc))
     typer.echo(f"{totals.violations} null candidates pass kbstudy's check on a problem not flagged degenerate, "
