@@ -89,6 +89,13 @@ def rule_breaches(frame):
     return (must_fail_accepted | honest_rejected) & ~excused, excused
 
 
+def latest_per(records, columns: Sequence[str]):
+    """The latest row of ``records`` (a frame with ``created_utc``; file order among equal times) per value of
+    ``columns``: the calibration's rule that a retried attempt, or a rerun under newer checks (another record key),
+    replaces the earlier record of the same null on the same problem."""
+    return records.sort_values("created_utc", kind="stable").drop_duplicates(list(columns), keep="last")
+
+
 def calibration_findings(evaluations, references, extra_columns: Sequence[str] = ()):
     """One row per (problem, precision, null kind, size scale, hardware) of calibration records: the latest record
     (``created_utc``) where there are several, e.g. a retried machine failure or a rerun under newer checks.
@@ -117,8 +124,7 @@ def calibration_findings(evaluations, references, extra_columns: Sequence[str] =
     ev["null"] = ev.model_config.str.slice(5)
     # one finding per null, problem and setting: the latest record (a retry after a machine failure, or the same
     # problem measured again under a newer checks version, replaces the earlier attempt)
-    ev = ev.sort_values("created_utc", kind="stable").drop_duplicates(
-        ["hardware", "size_scale", "precision", "level", "problem_id", "problem_sha256", "null"], keep="last")
+    ev = latest_per(ev, ["hardware", "size_scale", "precision", "level", "problem_id", "problem_sha256", "null"])
     ref_cols = REFERENCE_COLUMNS
     refs = references if len(references) else pd.DataFrame(columns=["key", "problem_sha256", "precision", *ref_cols])
     refs = refs.reindex(columns=list(dict.fromkeys([*refs.columns, *ref_cols])))  # frames made without newer fields
@@ -159,6 +165,8 @@ def print_calibration(findings, title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from kbstudy.records import error_headline
+
     console = Console()
     if not console.is_terminal:
         console = Console(width=120)  # logs and pipes: wide enough for the column names
@@ -174,9 +182,9 @@ def print_calibration(findings, title: str) -> None:
     console.print(table)
     failed = findings[findings.outcome != "evaluated"]
     for _, row in failed.head(NOT_EVALUATED_LINES).iterrows():
-        error = str(row.get("error_message") or "").splitlines()[:1]
+        error = error_headline(row.get("error_message"), 160)
         console.print(f"not evaluated: null:{row['null']} on {row.problem_name}: {row.outcome}"
-                      + (f" ({error[0][:160]})" if error else ""))
+                      + (f" ({error})" if error else ""))
     if len(failed) > NOT_EVALUATED_LINES:
         console.print(f"not evaluated: {len(failed) - NOT_EVALUATED_LINES} more records (see the records' error_message)")
     for flag in ("low_spread", "unjudgeable"):
@@ -207,8 +215,7 @@ def complete_problems(evaluations, kinds: Sequence[str], size_scale: float, hard
         return set()
     ev = evaluations[evaluations.model_config.isin([f"null:{k}" for k in kinds])
                      & evaluations.size_scale.eq(float(size_scale)) & evaluations.hardware.eq(hardware)]
-    latest = ev.sort_values("created_utc", kind="stable").drop_duplicates(["problem_sha256", "model_config"],
-                                                                            keep="last")
+    latest = latest_per(ev, ["problem_sha256", "model_config"])
     done = latest[latest.outcome.eq("evaluated")].groupby("problem_sha256").model_config.nunique()
     return set(done[done >= len(set(kinds))].index)
 

@@ -69,20 +69,22 @@ def print_summary(frame, title: str) -> None:
 
 def failure_reasons(frame, top: int = 5):
     """Per model configuration, the most frequent reasons a record is not kbstudy-correct, as a DataFrame with
-    ``model_config``, ``reason`` and ``records``: ``<outcome>: <first line of the error>`` (numbers and hex addresses
-    blanked so that one error counts once) for records not evaluated, ``evaluated: <kbstudy_failure>`` for evaluated
-    records that fail kbstudy's verdict; ``top`` reasons per configuration, most frequent first."""
+    ``model_config``, ``reason`` and ``records``: ``<outcome>: <the error's headline>`` for records not evaluated
+    (``kbstudy.records.error_headline``, numbers and hex addresses blanked so that one error counts once),
+    ``evaluated: <kbstudy_failure>`` for evaluated records that fail kbstudy's verdict; ``top`` reasons per
+    configuration, most frequent first."""
     import re
 
     import pandas as pd
+
+    from kbstudy.records import error_headline
 
     def reason(row) -> str | None:
         if row.outcome == "evaluated":
             return None if row.kbstudy_correct == True else f"evaluated: {row.kbstudy_failure}"  # noqa: E712
         if row.outcome == "skipped":
             return None
-        first = str(row.error_message or "").strip().splitlines()[:1]
-        text = re.sub(r"0x[0-9a-f]+|\d+(\.\d+)?", "N", first[0])[:120] if first else ""
+        text = re.sub(r"0x[0-9a-f]+|\d+(\.\d+)?", "N", error_headline(row.error_message))
         return f"{row.outcome}: {text}" if text else str(row.outcome)
 
     reasons = frame.assign(reason=frame.apply(reason, axis=1)).dropna(subset=["reason"])

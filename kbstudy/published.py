@@ -52,6 +52,7 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
+from kbstudy.records import error_headline
 from kbstudy.scoring import geometric_mean
 
 LEADERBOARD_FILE = "leaderboard_kernels.jsonl"
@@ -238,15 +239,6 @@ def join_published(frame: pd.DataFrame, published: pd.DataFrame, *, problem_vers
     return out
 
 
-def _first_line(text, limit: int = 120) -> str:
-    if not isinstance(text, str) or not text:
-        return ""
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    # a Python traceback ends with the exception: that line says most
-    line = lines[-1] if lines and lines[0].startswith("Traceback") else (lines[0] if lines else "")
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
 def _truthy(v) -> bool:
     return bool(v) if v is not None and not (isinstance(v, float) and math.isnan(v)) else False
 
@@ -303,7 +295,7 @@ def material_changes(joined: pd.DataFrame, *, correctness: str = "kbstudy", band
                 why.append("sizes/inputs changed since v0")
         if flip:
             if row.outcome != "evaluated":
-                why.append(f"{row.outcome}: {_first_line(row.error_message)}".rstrip(": "))
+                why.append(f"{row.outcome}: {error_headline(row.error_message)}".rstrip(": "))
             elif verdict == "kbstudy_correct" and _truthy(row.kernelbench_correct):
                 why.append(f"passes KernelBench's check, fails kbstudy's: {row.kbstudy_failure}"
                            + (f" (rel L2 {row.rel_l2_error:.2g})" if _finite(row.rel_l2_error) else ""))

@@ -298,6 +298,17 @@ def append_jsonl(path: str | os.PathLike, line: str | dict) -> None:
         os.close(fd)
 
 
+def error_headline(text, limit: int = 120) -> str:
+    """The line of a record's ``error_message`` that says most: the exception line of a Python traceback, else the
+    first non-empty line; cut to ``limit`` characters (ending ``...``). ``""`` for no text (``None``, NaN, empty)."""
+    if not isinstance(text, str) or not text:
+        return ""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    # a Python traceback ends with the exception: that line says most
+    line = lines[-1] if lines and lines[0].startswith("Traceback") else (lines[0] if lines else "")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
 def iter_jsonl(path: str | os.PathLike) -> Iterator[dict]:
     """Yield the JSON objects of a JSONL file. A torn (unparseable) line is skipped with a warning, not raised."""
     path = Path(path)
