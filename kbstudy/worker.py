@@ -255,9 +255,21 @@ def process_main(conn, warm_device: str | None = None) -> None:
             os._exit(0)
 
 
+#: niceness of a CUDA build process (0 normal, 19 lowest): builds share the machine with timed processes
+BUILD_NICENESS = 10
+
+
 def _build(conn, job: dict) -> None:
-    """Load (and so compile) a candidate's source with no GPU work, to fill the build cache in parallel."""
+    """Load (and so compile) a candidate's source with no GPU work, to fill the build cache in parallel.
+
+    Runs at a lower CPU priority (``BUILD_NICENESS``, inherited by nvcc and ninja): builds overlap the timing of
+    earlier problems (``kbstudy.evaluate.BuildQueue``), whose processes must keep the CPUs first."""
     from kbstudy import execution
+
+    try:
+        os.nice(BUILD_NICENESS)
+    except OSError:  # not permitted here: build at normal priority
+        pass
 
     started = time.perf_counter()
     try:

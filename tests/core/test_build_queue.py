@@ -1,0 +1,81 @@
+"""The background CUDA build queue (``kbstudy.evaluate.BuildQueue``), on a CPU.
+
+The build process only imports the candidate's source (which is what compiles a ``load_inline`` extension), so these
+candidates are detected as CUDA (``__global__`` in a comment) but need no compiler: what is tested is the queue --
+problem order, waiting for a problem's own builds only, failures recorded, low priority, and an interrupted batch
+leaving no build process behind.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+from kbstudy.candidates import make_candidate
+from kbstudy.evaluate import BuildQueue, EvalConfig, build_cuda_candidates
+from kbstudy.worker import BUILD_NICENESS
+
+MODEL_NEW = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+
+
+def _cuda_candidate(problem_id: int, body: str, tmp_path) -> object:
+    source = f"# __global__ (detected as a CUDA candidate)\nimport os, time\n{body}\n{MODEL_NEW}"
+    cand = make_candidate(source, level=1, problem_id=problem_id, model_config="test")
+    assert cand.backend == "cuda"
+    return cand
+
+
+def _marker(tmp_path, name: str) -> str:
+    """Source that records the build's niceness and the time it ran, in a file named ``name``."""
+    path = tmp_path / name
+    return f"open({str(path)!r}, 'w').write(f'{{os.nice(0)}} {{time.time()}}')"
+
+
+def _config(tmp_path, jobs: int) -> EvalConfig:
+    return EvalConfig(device="cpu", build_jobs=jobs, cache_dir=str(tmp_path / "cache"), load_timeout_s=60,
+                      progress=False)
+
+
+def test_builds_run_in_order_at_low_priority_and_failures_are_recorded(tmp_path):
+    ok1 = _cuda_candidate(1, _marker(tmp_path, "b1"), tmp_path)
+    ok2 = _cuda_candidate(2, _marker(tmp_path, "b2"), tmp_path)
+    broken = _cuda_candidate(3, "raise RuntimeError('nvcc said no')", tmp_path)
+    results = build_cuda_candidates([ok1, ok2, broken], _config(tmp_path, jobs=1), "cpu")
+    assert results[ok1.sha256]["built"] and results[ok2.sha256]["built"]
+    assert not results[broken.sha256]["built"] and "nvcc said no" in results[broken.sha256]["error"]
+    nice1, t1 = (tmp_path / "b1").read_text().split()
+    nice2, t2 = (tmp_path / "b2").read_text().split()
+    # one job at a time, in the order given; niceness is relative to this process's
+    assert float(t1) < float(t2)
+    assert int(nice1) >= min(os.nice(0) + BUILD_NICENESS, 19)
+
+
+def test_wait_returns_once_the_problems_own_builds_are_done(tmp_path):
+    first = _cuda_candidate(1, _marker(tmp_path, "first"), tmp_path)
+    slow = _cuda_candidate(2, "time.sleep(30)", tmp_path)
+    queue = BuildQueue([first, slow], _config(tmp_path, jobs=2), "cpu")
+    try:
+        started = time.monotonic()
+        queue.wait([first])
+        assert time.monotonic() - started < 25, "waited for another problem's build"
+        assert queue.results[first.sha256]["built"]
+        assert slow.sha256 not in queue.results
+    finally:
+        started = time.monotonic()
+        queue.close()
+    # close() kills the running build: no 30 s sleep left behind
+    assert time.monotonic() - started < 10
+
+
+def test_close_cancels_builds_not_started(tmp_path):
+    slow = _cuda_candidate(1, "time.sleep(30)", tmp_path)
+    never = _cuda_candidate(2, _marker(tmp_path, "never"), tmp_path)
+    queue = BuildQueue([slow, never], _config(tmp_path, jobs=1), "cpu")
+    time.sleep(1.0)
+    queue.close()
+    time.sleep(1.0)
+    assert not (tmp_path / "never").exists()
+    with pytest.raises(Exception):  # a cancelled build's future raises CancelledError when waited for
+        queue.wait([never])
