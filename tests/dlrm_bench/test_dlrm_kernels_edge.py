@@ -1,5 +1,7 @@
 """Our Triton kernels on the code paths the problems' own inputs rarely reach, under the Triton interpreter on CPU:
-odd (non-power-of-two) sizes and their masks, empty and full bags, long runs of one row (backward passes), many
+odd (non-power-of-two) sizes and their masks, empty and full bags, long runs of one row (backward passes: problem
+4's per-row lookup lists, one list crossing many blocks), fewer samples than programs and many row chunks per sample
+(problem 8's balanced runs and its one-tile-ahead pipeline), many
 scan blocks with repeated calls (problem 7's one-pass look-back: ticket counter and epochs), several reduction groups
 (problem 12's last-program reductions), unaligned table offsets (problem 3), and that the scratch counters are left
 at zero for the next call.
@@ -98,6 +100,9 @@ r["aligned_flag"] = ours3._table_meta(idx3.device)[4]
 rows.append(r)
 # 4 and 5: a tiny table, so rows repeat in long runs that cross program boundaries
 rows.append(compare("p4 long runs", 4, [3, 20], [ri(0, 3, (9, 7)), torch.randn(9, 20, generator=g)]))
+# 4: every lookup the same row (one list of 60 lookups crossing blocks), and a table with untouched rows between
+rows.append(compare("p4 one row", 4, [1, 16], [torch.zeros(6, 10, dtype=torch.int64), torch.randn(6, 16, generator=g)]))
+rows.append(compare("p4 sparse rows", 4, [300, 12], [ri(0, 300, (11, 3)), torch.randn(11, 12, generator=g)]))
 rows.append(compare("p5 long runs", 5, [3, 20], [ri(0, 3, (9, 7)), torch.randn(9, 20, generator=g),
                                                   torch.randn(3, 20, generator=g), torch.rand(3, generator=g)]))
 rows.append(compare("p5 all one row", 5, [40, 16], [torch.full((5, 6), 17), torch.randn(5, 16, generator=g),
@@ -120,6 +125,12 @@ rows.append(compare("p7 no bags", 7, [97], [torch.zeros(0, dtype=torch.int64), t
 # 8: lengths 0 and max_length, B not a multiple of GROUP, odd D
 len8 = torch.tensor([0, 6, 6, 1, 0, 3, 6])
 rows.append(compare("p8 empty and full samples", 8, [6], [torch.randn(int(len8.sum()), 12, generator=g), len8]))
+# 8: fewer samples than programs; many samples per program with lengths 0 .. Lmax over several row chunks
+len8 = torch.tensor([5])
+rows.append(compare("p8 one sample", 8, [5], [torch.randn(5, 16, generator=g), len8]))
+len8 = ri(0, 18, (41,))
+len8[:3] = torch.tensor([0, 17, 0])
+rows.append(compare("p8 many samples, chunks", 8, [17], [torch.randn(int(len8.sum()), 20, generator=g), len8]))
 # 9: fewer features and an odd dimension
 rows.append(compare("p9 NS=5 D=24", 9, [5], [torch.randn(3, 24, generator=g), torch.randn(3, 5, 24, generator=g)]))
 # 10 and 11: M, N, K not multiples of the tiles
@@ -149,8 +160,9 @@ def edge_results():
 
 
 CASES = ["p1 D=24 L=5", "p2 B=11 with empty bags", "p3 odd hotness, unaligned tables", "p4 long runs",
-         "p5 long runs", "p5 all one row", "p6 D=20 L=7", "p7 many blocks, negative ids", "p7 no bags",
-         "p8 empty and full samples", "p9 NS=5 D=24", "p10 odd sizes", "p11 odd sizes", "p12 three groups"]
+         "p4 one row", "p4 sparse rows", "p5 long runs", "p5 all one row", "p6 D=20 L=7", "p7 many blocks, negative ids", "p7 no bags",
+         "p8 empty and full samples", "p8 one sample",
+         "p8 many samples, chunks", "p9 NS=5 D=24", "p10 odd sizes", "p11 odd sizes", "p12 three groups"]
 
 
 @pytest.mark.parametrize("case", CASES)

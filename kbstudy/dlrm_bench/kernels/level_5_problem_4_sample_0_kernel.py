@@ -1,33 +1,34 @@
 """kbstudy-triton candidate for DLRM-Bench problem 4 (EmbeddingBag sum backward to a dense weight gradient).
 
-The dense gradient (num_embeddings x dim, 2 GB at full size) is written exactly once, with no atomics and no zero-fill
-pass over it:
+The dense gradient (num_embeddings x dim, 2 GB at full size) is written exactly once, with no sort, no float atomics
+and no zero-fill pass over it:
 
-1. ``torch.sort`` of the flat indices (int32 keys when the table has < 2**31 rows): runs of equal rows; ``perm``
-   maps a sorted position back to its lookup, whose bag is ``position // bag_size``.
-2. Triton ``_touched_kernel`` (on the unsorted indices, before the sort) sets a one-byte flag for every looked-up
-   row, in a zero-filled int8 array (4 MB: an eighth of the former two int32 run-bound arrays).
+1. ``last`` (int32 per table row, 16 MB) is zero-filled: the only non-Triton work.
+2. Triton ``_link_kernel``, one pass over the (int64, unconverted) lookups: lookup ``j`` of row ``r`` swaps
+   ``j + 1`` into ``last[r]`` (one int32 ``atomic_xchg``, acq_rel) and links itself after the lookup it displaced
+   (``next[prev] = j + 1``, ``next[j] = 0`` published before the swap), so each touched row's lookups form one list
+   that starts at the lookup that found ``last[r] == 0`` (``first[j] = 1``). Which lookup comes first is the GPU's
+   order, so the fp32 summation order of a repeated row may differ from eager (within the verifiers' relative-L2
+   thresholds: a row has 1.1 lookups on average).
 3. Triton ``_dense_grad_kernel``, one launch with two kinds of programs:
 
-   * *touched rows*: a program takes ``BLOCK_P`` sorted positions; each one that starts a run is
-     one touched row, whose gradient is the sum of the ``grad_output`` rows of its run's bags (the first lookup
-     directly, the rest of the run -- 1.1 lookups on average -- in a loop that ends when no lane's run continues;
-     grad_output is 4 MB and stays in L2), stored as one 512-byte row;
-   * *untouched rows*: a program takes ``BLOCK_R`` consecutive rows, reads their flags and stores zeros to the rows
-     not looked up (82 % of them).
+   * *touched rows*: a program takes ``BLOCK_P`` lookups; each one that is its row's first is one touched row, whose
+     gradient is its bag's ``grad_output`` row plus those of the rest of its list (0.1 more lookups on average, in a
+     loop that ends when no lane's list continues; grad_output is 4 MB and stays in L2), stored as one 512-byte row;
+   * *untouched rows*: a program takes ``BLOCK_R`` consecutive rows, reads their ``last`` words and stores zeros to
+     the rows not looked up (82 % of them).
 
    Every row is written by exactly one program; the zero stores need one small load and no gather. The two kinds
    alternate in the grid (while both last), so the latency-bound touched rows run beside the bandwidth-bound zero
    stores rather than before them.
 
-Why it should approach the floor (2 GB of compulsory writes, 487 us): the former single-role kernel stored each
-[32, 128] tile only after a chain of three dependent memory round trips (run bounds, positions, gradient rows) and
-needed 120 registers, so too few stores were in flight (1.07 ms on the H200, 2.2x the floor). Here 82 % of the
-bytes are stores behind a single flag load, from short-lived programs, and the touched rows overlap with them; the
-flags (4 MB zero-filled, 4 MB read) replace the former two int32 run-bound arrays (32 MB zero-filled, written and
-read) and their separate pass. ``torch.sort`` (and the flags' zero fill) is the only non-Triton work.
-``triton.autotune`` picks the block sizes and warps on the GPU (one config under ``TRITON_INTERPRET=1``); the kernel
-is idempotent, so its tuning runs need no state restored.
+Why it should approach the floor (2 GB of compulsory writes, 487 us): the former version ran a 4 MB flag fill, an
+int64 -> int32 conversion, a flag kernel and ``torch.sort`` (819k keys with a permutation: several CUB launches and
+their passes) before the dense kernel could start, 0.69 ms per call back to back against 0.49 ms of writes. The sort
+is replaced by one pass of 819k independent int32 exchanges on a 16 MB array that stays in L2, and the dense
+kernel's touched rows find their lookups by position (``j // bag_size``) instead of through a permutation; the call is
+one memset and two Triton launches. ``triton.autotune`` picks the block sizes and warps on the GPU (one config under
+``TRITON_INTERPRET=1``); the dense kernel only reads its inputs, so its tuning runs need no state restored.
 """
 import os
 
@@ -39,9 +40,13 @@ import triton.language as tl
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
+#: sm_90 (Triton 3.9 ptxas) registers, no spills: [16 lookups / 64 rows, 4 warps] 56, [16 / 128, 4] 56,
+#: [32 / 128, 8] 48, [32 / 256, 8] 54, [64 / 256, 16] 64 (8 bytes of stack); the zero stores are 16-byte vectors
 _CONFIGS = [
     triton.Config({"BLOCK_P": 16, "BLOCK_R": 64}, num_warps=4),
+    triton.Config({"BLOCK_P": 16, "BLOCK_R": 128}, num_warps=4),
     triton.Config({"BLOCK_P": 32, "BLOCK_R": 128}, num_warps=8),
+    triton.Config({"BLOCK_P": 32, "BLOCK_R": 256}, num_warps=8),
     triton.Config({"BLOCK_P": 64, "BLOCK_R": 256}, num_warps=16),
 ]
 if _INTERPRET:
@@ -75,16 +80,22 @@ def _launch(kernel, key, grid, *args, **kwargs):
 
 
 @triton.jit
-def _touched_kernel(idx_ptr, flag_ptr, n, BLOCK: tl.constexpr):
+def _link_kernel(idx_ptr, last_ptr, next_ptr, first_ptr, n, BLOCK: tl.constexpr):
+    """Per lookup j of row r: chain j after the previous lookup of r (``last[r]``, swapped atomically), so every
+    touched row's lookups form one forward list from its first lookup (``first[j]`` = 1) through ``next``."""
     j = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = j < n
     r = tl.load(idx_ptr + j, mask=m, other=0)
-    tl.store(flag_ptr + r, tl.full([BLOCK], 1, tl.int8), mask=m)
+    # the list's end mark, published before j becomes visible to a later lookup of r (the exchange is acq_rel)
+    tl.store(next_ptr + j, tl.zeros([BLOCK], dtype=tl.int32), mask=m)
+    prev = tl.atomic_xchg(last_ptr + r, (j + 1).to(tl.int32), mask=m, sem="acq_rel")
+    tl.store(next_ptr + (prev - 1).to(tl.int64), (j + 1).to(tl.int32), mask=m & (prev != 0))
+    tl.store(first_ptr + j, (prev == 0).to(tl.int8), mask=m)
 
 
 @triton.autotune(configs=_CONFIGS, key=["N", "D", "BAG"], do_bench=_bench)
 @triton.jit
-def _dense_grad_kernel(sorted_ptr, perm_ptr, grad_ptr, flag_ptr, out_ptr, n, N, D,
+def _dense_grad_kernel(idx_ptr, first_ptr, next_ptr, grad_ptr, last_ptr, out_ptr, n, N, D,
                        BAG: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_R: tl.constexpr):
     pid = tl.program_id(0)
     # the two kinds of programs alternate (while both last), so the latency-bound touched rows run beside the
@@ -101,38 +112,34 @@ def _dense_grad_kernel(sorted_ptr, perm_ptr, grad_ptr, flag_ptr, out_ptr, n, N, 
     d = tl.arange(0, BLOCK_D)
     dmask = d < D
     if touched:
-        # touched rows: one per run of equal rows in the sorted lookups
+        # touched rows: one per first lookup of a row; its list gives the row's other lookups (0.1 on average)
         j = idx.to(tl.int64) * BLOCK_P + tl.arange(0, BLOCK_P)
         valid = j < n
-        row = tl.load(sorted_ptr + j, mask=valid, other=-1)
-        prev = tl.load(sorted_ptr + j - 1, mask=valid & (j > 0), other=-1)
-        head = valid & (row != prev)
+        head = tl.load(first_ptr + j, mask=valid, other=0) != 0
+        row = tl.load(idx_ptr + j, mask=head, other=0)
+        nxt = tl.load(next_ptr + j, mask=head, other=0)
         hmask = head[:, None] & dmask[None, :]
-        p = tl.load(perm_ptr + j, mask=head, other=0)
-        acc = tl.load(grad_ptr + (p // BAG)[:, None] * D + d[None, :], mask=hmask, other=0.0).to(tl.float32)
-        k = 1
-        nxt = tl.load(sorted_ptr + j + 1, mask=head & (j + 1 < n), other=-1)
-        cont = head & (nxt == row)
+        acc = tl.load(grad_ptr + (j // BAG)[:, None] * D + d[None, :], mask=hmask, other=0.0).to(tl.float32)
+        cont = nxt != 0
         while tl.sum(cont.to(tl.int32), axis=0) > 0:
-            p = tl.load(perm_ptr + j + k, mask=cont, other=0)
-            acc += tl.load(grad_ptr + (p // BAG)[:, None] * D + d[None, :], mask=cont[:, None] & dmask[None, :],
+            k = nxt.to(tl.int64) - 1
+            acc += tl.load(grad_ptr + (k // BAG)[:, None] * D + d[None, :], mask=cont[:, None] & dmask[None, :],
                            other=0.0).to(tl.float32)
-            k += 1
-            nxt = tl.load(sorted_ptr + j + k, mask=cont & (j + k < n), other=-1)
-            cont = cont & (nxt == row)
-        tl.store(out_ptr + row.to(tl.int64)[:, None] * D + d[None, :], acc.to(out_ptr.dtype.element_ty), mask=hmask)
+            nxt = tl.load(next_ptr + k, mask=cont, other=0)
+            cont = nxt != 0
+        tl.store(out_ptr + row[:, None] * D + d[None, :], acc.to(out_ptr.dtype.element_ty), mask=hmask)
     else:
         # untouched rows: zeros
         r = idx.to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
         rmask = r < N
-        flag = tl.load(flag_ptr + r, mask=rmask, other=1)
-        zero = rmask & (flag == 0)
+        last = tl.load(last_ptr + r, mask=rmask, other=1)
+        zero = rmask & (last == 0)
         tl.store(out_ptr + r[:, None] * D + d[None, :], tl.zeros([BLOCK_R, BLOCK_D], dtype=out_ptr.dtype.element_ty),
                  mask=zero[:, None] & dmask[None, :])
 
 
 class ModelNew(nn.Module):
-    """No parameters, like the problem's ``Model``; forward is a 4 MB zero fill, a sort and two Triton launches."""
+    """No parameters, like the problem's ``Model``; forward is a 16 MB zero fill and two Triton launches."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int):
         super().__init__()
@@ -143,17 +150,21 @@ class ModelNew(nn.Module):
         n_rows = self.num_embeddings
         dim = grad_output.shape[1]
         n = indices.numel()
-        if n_rows >= 2**31 or n >= 2**31:
-            raise ValueError("this kernel indexes rows and positions with int32 (< 2**31)")
-        out = torch.empty(n_rows, dim, device=grad_output.device, dtype=grad_output.dtype)
-        flags = torch.zeros(n_rows, dtype=torch.int8, device=indices.device)
-        flat = indices.reshape(-1).to(torch.int32)
+        if n_rows >= 2**31 or n >= 2**31 - 1:
+            raise ValueError("this kernel indexes rows and lookups with int32 (< 2**31)")
+        dev = grad_output.device
+        out = torch.empty(n_rows, dim, device=dev, dtype=grad_output.dtype)
+        if n_rows == 0:
+            return out
+        last = torch.zeros(n_rows, dtype=torch.int32, device=dev)
+        nxt = torch.empty(max(n, 1), dtype=torch.int32, device=dev)
+        first = torch.empty(max(n, 1), dtype=torch.int8, device=dev)
+        flat = indices.reshape(-1).contiguous()
         if n:
             block = 1024
-            _touched_kernel[(triton.cdiv(n, block),)](flat, flags, n, BLOCK=block, num_warps=4)
-        sorted_idx, perm = torch.sort(flat)
-        _launch(_dense_grad_kernel, (n_rows, dim, bag, grad_output.dtype, grad_output.device),
+            _link_kernel[(triton.cdiv(n, block),)](flat, last, nxt, first, n, BLOCK=block, num_warps=4)
+        _launch(_dense_grad_kernel, (n_rows, dim, bag, grad_output.dtype, flat.dtype, dev),
                 lambda meta: (triton.cdiv(n, meta["BLOCK_P"]) + triton.cdiv(n_rows, meta["BLOCK_R"]),),
-                sorted_idx, perm, grad_output.contiguous(), flags, out, n, n_rows, dim, BAG=bag,
+                flat, first, nxt, grad_output.contiguous(), last, out, n, n_rows, dim, BAG=bag,
                 BLOCK_D=triton.next_power_of_2(dim))
         return out
