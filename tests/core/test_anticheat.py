@@ -170,6 +170,27 @@ def test_inputs_equal():
     assert worker.inputs_equal(3, 3) and not worker.inputs_equal(3, 4)
 
 
+def test_inputs_equal_across_devices_compares_chunk_by_chunk(monkeypatch):
+    """The host-copy comparison (:func:`kbstudy.worker._equal_across_devices`) slices both tensors; here both are on
+    the CPU and a chunk is 8 float32 elements, so a change is found in the first, a middle and the last chunk."""
+    monkeypatch.setattr(worker, "COMPARE_CHUNK_BYTES", 32)
+    x = torch.randn(6, 7)  # 42 elements: 5 full chunks and a 2-element tail
+    x[3, 3] = float("nan")
+    assert worker._equal_across_devices(x.clone(), x)
+    for flat_index in (0, 20, 41):
+        y = x.clone()
+        y.view(-1)[flat_index] += 1.0
+        assert not worker._equal_across_devices(y, x) and not worker._equal_across_devices(x, y)
+    # a non-contiguous tensor is compared whole
+    t = x.t()
+    assert worker._equal_across_devices(t.clone(), t)
+    u = t.clone()
+    u[0, 5] = -99.0
+    assert not worker._equal_across_devices(u, t)
+    ints = torch.arange(42)
+    assert worker._equal_across_devices(ints.clone(), ints) and not worker._equal_across_devices(ints + 1, ints)
+
+
 def test_pristine_copy_is_an_exact_private_copy():
     x = torch.tensor([1.0, float("nan"), 3.0])
     copy = worker.pristine_copy(x)

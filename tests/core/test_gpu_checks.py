@@ -136,3 +136,9 @@ def test_large_input_pristine_copy_lives_in_host_memory(monkeypatch):
     assert worker.inputs_equal(copy, x)
     x[17] += 1.0
     assert not worker.inputs_equal(copy, x)
+    # compared on the GPU in chunks (COMPARE_CHUNK_BYTES), a change in the last chunk too
+    monkeypatch.setattr(worker, "COMPARE_CHUNK_BYTES", 1 << 10)
+    x[17] = copy[17].item()  # restored exactly
+    assert worker.inputs_equal(copy, x) and worker.inputs_equal(x, copy)
+    x[-1] = float("nan")
+    assert not worker.inputs_equal(copy, x)
