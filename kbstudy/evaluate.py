@@ -463,6 +463,7 @@ class _Reference:
 
     def __init__(self, pool: ChildPool, problem: Problem, cfg: EvalConfig, device: str,
                  extra: list[ExtraTrial] | None = None):
+        started = time.perf_counter()
         self.child = pool.get()
         self.problem_source = problem.source  # unscaled: scale_candidate_source matches candidates against it
         source = scale_source(problem.source, cfg.size_scale)
@@ -474,6 +475,8 @@ class _Reference:
         self.info = self.child.recv(cfg.load_timeout_s)
         self.ok = "error" not in self.info
         self.cfg = cfg
+        #: seconds from asking for a process to the reference's report (inputs, expected outputs, problem flags)
+        self.setup_s = time.perf_counter() - started
 
     def not_applicable(self, extra: list[ExtraTrial]) -> dict[str, str]:
         """``{variant name: reason}`` of the variants that do not apply to this problem (from the reference's
@@ -875,8 +878,10 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
                     runnable.append(cand)
             if not runnable:
                 continue
+            waited = time.perf_counter()
             if builds is not None:
                 builds.wait(runnable)
+            build_wait_s = time.perf_counter() - waited
             ref_key = reference_key(problem.sha256, cfg.precision, cfg.size_scale, hardware, settings)
             ref_row = references.get(ref_key)
             try:
@@ -888,7 +893,7 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
                 ref_error = None if ref.ok else ref.info["error"]
             try:
                 if ref_row is None or (ref_row.get("outcome") == "evaluated" and ref_error):
-                    ref_row = _time_reference(ref, ref_error, ref_key, problem, cfg, common)
+                    ref_row = _time_reference(ref, ref_error, ref_key, problem, cfg, common, build_wait_s)
                     store.append(ReferenceRecord(**ref_row))
                     references[ref_key] = ref_row
                 for cand in runnable:
@@ -971,7 +976,11 @@ def _tick(bar, cand: Candidate) -> None:
 
 
 def _time_reference(ref: _Reference | None, ref_error: str | None, key: str, problem: Problem, cfg: EvalConfig,
-                    common: dict) -> dict:
+                    common: dict, build_wait_s: float = 0.0) -> dict:
+    """The reference record of ``problem``: the reference process's report and its eager and ``torch.compile``
+    timings. ``metadata.stage_seconds`` says where the problem's wall time went before its first candidate:
+    ``build_wait`` (waiting for its CUDA candidates' builds), ``setup`` (the reference process's inputs, expected
+    outputs and flags) and ``time`` (compiling and timing the baselines), in seconds."""
     row: dict[str, Any] = {"key": key, **{k: common[k] for k in (
         "run", "level", "problem_id", "problem_name", "problem_version", "problem_sha256", "precision", "size_scale",
         "device", "hardware", "timing_method", "git_commit", "kbstudy_version", "python_version", "torch_version",
@@ -990,11 +999,16 @@ def _time_reference(ref: _Reference | None, ref_error: str | None, key: str, pro
                              **({"variants": variant_report} if variant_report else {}),
                              **{k: ref.info[k] for k in ("output_rel_std", "degeneracy_error", "flags_error")
                                 if ref.info.get(k) is not None}}})
+    stages = {"build_wait": round(build_wait_s, 4), "setup": round(ref.setup_s, 4)}
+    row["metadata"]["stage_seconds"] = stages
+    started = time.perf_counter()
     try:
         result = ref.request({"op": "time", "eager": cfg.eager_baseline, "compile": cfg.compile_baseline,
                               "timing": cfg.timing}, timeout=max(cfg.run_timeout_s, cfg.load_timeout_s))
     except (ChildDied, ChildTimeout) as exc:
         return {**row, "outcome": "reference_error", "error_message": f"timing the reference: {exc}"}
+    finally:
+        stages["time"] = round(time.perf_counter() - started, 4)
     if "error" in result:
         return {**row, "outcome": "reference_error", "error_message": result["error"]}
     row.update(_timing_fields(result.get("eager"), "eager"))
