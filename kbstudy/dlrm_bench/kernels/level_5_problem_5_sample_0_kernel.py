@@ -110,9 +110,9 @@ def _lookback(state_ptr, t, WINDOW: tl.constexpr, MAX_SPIN: tl.constexpr):
     re-reads a window while a word it needs is unpublished (those blocks hold smaller tickets: they have started)."""
     prefix = (t * 0).to(tl.int64)
     hi = t.to(tl.int64)
-    done = t == 0
+    done = (t == 0).to(tl.int32)
     spins = 0
-    while (not done) and (spins < MAX_SPIN):
+    while (done == 0) & (spins < MAX_SPIN):
         q = hi - WINDOW + tl.arange(0, WINDOW)
         inw = q >= 0
         st = tl.load(state_ptr + q, mask=inw, other=0, volatile=True)
@@ -122,7 +122,7 @@ def _lookback(state_ptr, t, WINDOW: tl.constexpr, MAX_SPIN: tl.constexpr):
         missing = tl.sum((need & (flag == 0)).to(tl.int32), axis=0)
         if missing == 0:
             prefix += tl.sum(tl.where(need, st & 0xFFFFFFFF, 0), axis=0)
-            done = (pidx >= 0) or (hi <= WINDOW)
+            done = ((pidx >= 0) | (hi <= WINDOW)).to(tl.int32)
             hi -= WINDOW
         else:
             spins += 1
