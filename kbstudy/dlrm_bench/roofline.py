@@ -254,8 +254,46 @@ def _empty_triton_launcher(device: str):
 
 
 
+#: Gather measurement defaults: table rows (x GATHER_DIM fp32, 2 GB on a GPU: far above any L2) and rows gathered
+#: (the B L = 819,200 lookups of problems 1, 4 and 5).
+GATHER_ROWS = {"cuda": 4_000_000, "cpu": 262_144}
+GATHER_N = {"cuda": 819_200, "cpu": 65_536}
+GATHER_DIM = 128
+
+
+def _measure_gather(dev, timer, reps: int, gather_rows: int | None, gather_n: int | None) -> dict:
+    """The achieved bandwidth of gathering random 512-byte rows: ``torch.index_select(table, 0, idx, out=out)`` of
+    ``gather_n`` uniform random row ids (``torch.randint``, with repeats, as the problems draw them; a fixed seed) from
+    a ``gather_rows x 128`` fp32 table (default 4M rows = 2 GB on a GPU, far larger than the L2; 256K rows on a CPU),
+    timed as the copy is (:func:`kbstudy.timing.time_callable`, ``clear_l2=False``: the table is 40x the H200's L2),
+    fastest call, bytes = ``gather_n x 512`` read + the same written (read + write, as the copy counts).
+
+    Why: problems 1-6 are random row gathers (and scatters), and DRAM serves those worse than a stream: each 512-byte
+    row opens a DRAM page of its own and is moved as separate 32-byte sectors spread over banks and channels, so
+    row-activation and scheduling overheads that a sequential copy amortises are paid per row. The gather bandwidth is
+    therefore the ceiling a gather kernel can actually reach on this machine; ``gather_bytes_per_s /
+    bandwidth_bytes_per_s`` says how far below the copy-bandwidth floor that ceiling lies. The floors keep the copy
+    bandwidth (their definition is unchanged); this is an extra column a report may show beside them.
+    """
+    import torch
+
+    kind = "cuda" if dev.type == "cuda" else "cpu"
+    n_rows = gather_rows or GATHER_ROWS[kind]
+    n = gather_n or GATHER_N[kind]
+    table = torch.empty(n_rows, GATHER_DIM, dtype=torch.float32, device=dev).fill_(1.0)
+    gen = torch.Generator().manual_seed(0)
+    idx = torch.randint(0, n_rows, (n,), generator=gen).to(dev)
+    out = torch.empty(n, GATHER_DIM, dtype=torch.float32, device=dev)
+    gather = lambda: torch.index_select(table, 0, idx, out=out)  # noqa: E731
+    ms = timer(gather, reps)
+    row_bytes = GATHER_DIM * 4
+    del table, idx, out
+    return {"gather_rows": n_rows, "gather_n": n, "gather_row_bytes": row_bytes, "gather_ms": ms,
+            "gather_bytes_per_s": 2.0 * n * row_bytes / (min(ms) * 1e-3)}
+
+
 def measure_machine(device: str = "cuda", copy_bytes: int | None = None, matmul_n: int | None = None,
-                    reps: int = 20) -> Machine:
+                    reps: int = 20, gather_rows: int | None = None, gather_n: int | None = None) -> Machine:
     """Measure the device's achieved DRAM bandwidth and matrix rates.
 
     Bandwidth: ``dst.copy_(src)`` of ``copy_bytes`` (default 4 GiB on a GPU, 256 MiB on a CPU) counted as
@@ -271,6 +309,9 @@ def measure_machine(device: str = "cuda", copy_bytes: int | None = None, matmul_
     synchronise, start event on an idle device, the call, end event), so each sample is the host-to-device latency of
     one launch plus an empty kernel. ``launch_triton_ms`` is absent where Triton cannot launch (a CPU without
     ``TRITON_INTERPRET=1``). Raises ``RuntimeError`` if ``device`` is CUDA and none is available.
+
+    Gather bandwidth (``details``: ``gather_bytes_per_s``, ``gather_ms``, ``gather_rows``, ``gather_n``,
+    ``gather_row_bytes``): see :func:`_measure_gather`. An extra column for reports; no floor uses it.
     """
     import torch
 
@@ -322,6 +363,7 @@ def measure_machine(device: str = "cuda", copy_bytes: int | None = None, matmul_
         return time_callable(fn, device=str(dev), warmup_ms=0.0, min_warmup=3, budget_ms=0.0, min_reps=reps,
                              max_reps=reps, clear_l2=True)
 
+    details.update(_measure_gather(dev, timer, reps, gather_rows, gather_n))
     one = torch.zeros(1, device=dev)
     details["launch_torch_ms"] = launch_timer(lambda: one.zero_())
     launcher = _empty_triton_launcher(str(dev))

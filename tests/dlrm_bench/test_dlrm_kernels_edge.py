@@ -1,6 +1,7 @@
 """Our Triton kernels on the code paths the problems' own inputs rarely reach, under the Triton interpreter on CPU:
 odd (non-power-of-two) sizes and their masks, empty and full bags, long runs of one row (backward passes: problem
-4's per-row lookup lists, one list crossing many blocks), fewer samples than programs and many row chunks per sample
+4's per-row lookup lists, one list crossing many blocks), problem 5's scan over the table rows with many blocks and
+look-back windows (rows at both ends of the table, a bag hitting one row many times, repeated calls), fewer samples than programs and many row chunks per sample
 (problem 8's balanced runs and its one-tile-ahead pipeline), many
 scan blocks with repeated calls (problem 7's one-pass look-back: ticket counter and epochs), several reduction groups
 (problem 12's last-program reductions), unaligned table offsets (problem 3), and that the scratch counters are left
@@ -107,6 +108,46 @@ rows.append(compare("p5 long runs", 5, [3, 20], [ri(0, 3, (9, 7)), torch.randn(9
                                                   torch.randn(3, 20, generator=g), torch.rand(3, generator=g)]))
 rows.append(compare("p5 all one row", 5, [40, 16], [torch.full((5, 6), 17), torch.randn(5, 16, generator=g),
                                                     torch.randn(40, 16, generator=g), torch.rand(40, generator=g)]))
+# 5: many scan blocks and look-back windows (small blocks): rows at both ends of the table, one bag hitting one row
+# many times, rows repeated across bags, untouched blocks (count 0) between touched ones
+ns5, cn5 = modules(5)
+idx5 = ri(0, 700, (13, 11))
+idx5[0] = 0
+idx5[1] = 699
+idx5[2, :6] = 350
+idx5[3] = torch.tensor([0, 699, 5, 5, 694, 1, 698, 350, 0, 699, 2])
+idx5[4:, :] = torch.where(idx5[4:, :] // 16 % 3 == 1, idx5[4:, :] + 16, idx5[4:, :]).clamp(max=699)
+torch.manual_seed(0); ours5 = cn5["ModelNew"](700, 24)
+ours5.BLOCK_R, ours5.WINDOW = 16, 4  # 44 scan blocks, look-back windows of 4
+rows.append(compare("p5 many scan blocks, both ends", 5, [700, 24],
+                    [idx5, torch.randn(13, 24, generator=g), torch.randn(700, 24, generator=g),
+                     torch.rand(700, generator=g)], ours=ours5, calls=3))
+# 5: more lookups than table rows (the outputs' worst-case size is the table), one row per scan block
+torch.manual_seed(0); ours5b = cn5["ModelNew"](9, 16)
+ours5b.BLOCK_R, ours5b.WINDOW = 1, 2
+rows.append(compare("p5 tiny blocks", 5, [9, 16], [ri(0, 9, (8, 12)), torch.randn(8, 16, generator=g),
+                                                    torch.randn(9, 16, generator=g), torch.rand(9, generator=g)],
+                    ours=ours5b))
+# 5: the look-back itself on status words the interpreter's in-order programs never produce: block counts only
+# (flag 1) over many windows, the nearest inclusive prefix (flag 2) several windows back, and an unpublished word
+# (0) before an inclusive prefix, which must not be waited for
+probe_ns = exec_source(CANDS[5].source + '''
+
+@triton.jit
+def _lookback_probe(state_ptr, out_ptr, WINDOW: tl.constexpr, MAX_SPIN: tl.constexpr):
+    t = tl.program_id(0)
+    tl.store(out_ptr + t, _lookback(state_ptr, t, WINDOW, MAX_SPIN))
+''', "cand_5_lookback_probe")
+cnt = ri(0, 6, (40,))
+incl = torch.cumsum(cnt, 0)
+words = (1 << 32) | cnt
+for i in (0, 3, 18):
+    words[i] = (2 << 32) | incl[i]
+words[2] = 0
+out = torch.full((40,), -1, dtype=torch.int64)
+probe_ns["_lookback_probe"][(40,)](words, out, WINDOW=4, MAX_SPIN=8)
+rows.append({"case": "p5 look-back windows", "pid": 5,
+             "prefix_ok": torch.equal(out[4:], (incl - cnt)[4:]), "got": out.tolist(), "want": (incl - cnt).tolist()})
 # 6: D a multiple of 4 but not of 16 words' worth
 rows.append(compare("p6 D=20 L=7", 6, [30, 20], [ri(0, 30, (5, 7))]))
 # 7: many scan blocks (small blocks), negative ids, empty bags, three calls (epochs 1..3)
@@ -160,7 +201,8 @@ def edge_results():
 
 
 CASES = ["p1 D=24 L=5", "p2 B=11 with empty bags", "p3 odd hotness, unaligned tables", "p4 long runs",
-         "p4 one row", "p4 sparse rows", "p5 long runs", "p5 all one row", "p6 D=20 L=7", "p7 many blocks, negative ids", "p7 no bags",
+         "p4 one row", "p4 sparse rows", "p5 long runs", "p5 all one row",
+         "p5 many scan blocks, both ends", "p5 tiny blocks", "p6 D=20 L=7", "p7 many blocks, negative ids", "p7 no bags",
          "p8 empty and full samples", "p8 one sample",
          "p8 many samples, chunks", "p9 NS=5 D=24", "p10 odd sizes", "p11 odd sizes", "p12 three groups"]
 
@@ -173,6 +215,11 @@ def test_kernel_edge_case_matches_reference(edge_results, case):
     # kbstudy-style, against float64: bf16 problems within their threshold, fp32 ones within a few times eager's error
     bound = 3e-2 if r["pid"] in (10, 11) else max(4 * r["eager_rel"], 1e-6)
     assert r["rel"] <= bound, r
+
+
+def test_p5_lookback_walks_windows_to_the_nearest_inclusive_prefix(edge_results):
+    r = edge_results["p5 look-back windows"]
+    assert r["prefix_ok"], r
 
 
 def test_scratch_state_is_reset_between_calls(edge_results):

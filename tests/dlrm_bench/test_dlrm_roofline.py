@@ -107,3 +107,20 @@ def test_measure_machine_times_a_launch_on_cpu():
     assert len(m.details["launch_torch_ms"]) == 3 and all(t > 0 for t in m.details["launch_torch_ms"])
     if os.environ.get("TRITON_INTERPRET") != "1":  # Triton launches on a CPU only under the interpreter
         assert "launch_triton_ms" not in m.details
+
+
+def test_measure_machine_gather_bandwidth_on_cpu():
+    """The gather ceiling (random 512-byte rows by ``index_select``): read + write bytes over the fastest call, an
+    extra ``details`` column; the copy bandwidth (what the floors use) is still the machine's bandwidth."""
+    from kbstudy.dlrm_bench.roofline import GATHER_DIM
+
+    m = measure_machine("cpu", copy_bytes=1 << 20, matmul_n=64, reps=3, gather_rows=8192, gather_n=1024)
+    d = m.details
+    assert d["gather_rows"] == 8192 and d["gather_n"] == 1024 and d["gather_row_bytes"] == GATHER_DIM * 4 == 512
+    assert len(d["gather_ms"]) == 3 and all(t > 0 for t in d["gather_ms"])
+    assert d["gather_bytes_per_s"] == pytest.approx(2 * 1024 * 512 / (min(d["gather_ms"]) * 1e-3))
+    assert m.bandwidth_bytes_per_s == pytest.approx(2 * (1 << 20) / (min(d["copy_ms"]) * 1e-3))
+    assert Machine.from_dict(__import__("json").loads(m.to_json())) == m
+    # defaults: a table of 512-byte rows far larger than the L2 on a GPU (4M rows = 2 GB), the problems' 819,200 lookups
+    m2 = measure_machine("cpu", copy_bytes=1 << 20, matmul_n=64, reps=2)
+    assert m2.details["gather_rows"] == 262_144 and m2.details["gather_n"] == 65_536
