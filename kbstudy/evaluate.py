@@ -378,11 +378,12 @@ class BuildQueue:
     """CUDA candidates' extensions built in the background, one process each, ``build_jobs`` at a time.
 
     Builds are submitted in the order given (the batch's problem order), so the first problems' candidates are built
-    first and evaluated while later ones still compile: nvcc on a few hundred candidates takes minutes of CPU that
-    would otherwise leave the GPU idle (7 minutes for 125 level-1 leaderboard kernels on the H200 machine's 32 cores). Build processes
-    run at ``os.nice(BUILD_NICENESS)`` so the reference and candidate processes being timed keep the CPUs first.
-    :meth:`wait` blocks until the given candidates' builds are done. A failed or timed-out build is not final: the
-    worker loads the source again and records the real error.
+    first and evaluated while later ones still compile: nvcc on a hundred candidates takes minutes of CPU that would
+    otherwise leave the GPU idle (7 minutes for 100 level-1 leaderboard kernels on the H200 machine's 32 cores).
+    Build processes run at ``os.nice(BUILD_NICENESS)`` so the reference and candidate processes being timed keep the
+    CPUs first. :meth:`wait` blocks until the given candidates' builds are done. A failed, timed-out or unstartable
+    build is not final (it is a result, never an exception): the worker loads the source again and records the real
+    error.
     """
 
     def __init__(self, candidates: list[Candidate], cfg: EvalConfig, device: str):
@@ -401,7 +402,12 @@ class BuildQueue:
         with self._lock:
             if self._closed:
                 return {"built": False, "error": "build queue closed"}
-            child = Child()
+            try:
+                child = Child()
+            except Exception as exc:  # noqa: BLE001 - no process (e.g. out of PIDs): the worker builds it later
+                result = {"built": False, "error": f"build process did not start: {type(exc).__name__}: {exc}"}
+                self.results[candidate.sha256] = result
+                return result
             self._children.add(child)
         try:
             child.wait_idle()
@@ -410,6 +416,8 @@ class BuildQueue:
             result = child.recv(self._cfg.load_timeout_s)
         except (ChildDied, ChildTimeout) as exc:
             result = {"built": False, "error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - e.g. OSError from the pipe: the worker retries the build itself
+            result = {"built": False, "error": f"build process: {type(exc).__name__}: {exc}"}
         finally:
             child.kill()
             with self._lock:

@@ -148,7 +148,9 @@ def global_state_diff(before: dict, after: dict) -> list[str]:
 
 
 def inputs_equal(a, b) -> bool:
-    """Bitwise equality of two inputs (tensors: same shape, dtype and values, NaN equal to NaN; others: ``==``)."""
+    """Whether input ``b`` still equals its pristine copy ``a`` (tensors: same shape, dtype and values by ``==``, with
+    NaN equal to NaN, so a sign flip of a zero goes unseen; others: ``==``). One of the two may be in host memory
+    (:func:`pristine_copy`): then the comparison runs on the other's device (:func:`_equal_across_devices`)."""
     import torch
 
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):

@@ -79,3 +79,18 @@ def test_close_cancels_builds_not_started(tmp_path):
     assert not (tmp_path / "never").exists()
     with pytest.raises(Exception):  # a cancelled build's future raises CancelledError when waited for
         queue.wait([never])
+
+
+def test_a_build_process_that_cannot_start_is_a_result_not_an_exception(tmp_path, monkeypatch):
+    """The OS refusing a process (out of PIDs, a broken pipe) fails that build only; the batch goes on and the worker
+    builds the candidate itself later."""
+    import kbstudy.evaluate as evaluate
+
+    def no_process(*args, **kwargs):
+        raise OSError("Resource temporarily unavailable")
+
+    monkeypatch.setattr(evaluate, "Child", no_process)
+    cand = _cuda_candidate(1, "", tmp_path)
+    results = build_cuda_candidates([cand], _config(tmp_path, jobs=1), "cpu")
+    assert results[cand.sha256]["built"] is False
+    assert "did not start: OSError: Resource temporarily unavailable" in results[cand.sha256]["error"]
