@@ -22,6 +22,14 @@ LLMs Write Efficient GPU Kernels?", section 3), made explicit here:
   estimate alone, as KernelBench counts them, and ``n_speedup_untested`` says how many correct, timed kernels were
   counted that way; in a version-2 record a missing test (``null``: too few samples) counts as not verified.
   ``significance=False`` gives KernelBench's plain definition for every record.
+* **noise margin** (kbstudy's addition): the bootstrap interval captures the spread of one candidate's samples, not
+  the offset between two processes timing the same code (clocks, placement, the host's load). The reference itself,
+  timed as a candidate (``null:reference``), measures that offset: on the H200 its speedups were 0.989, 0.997 and
+  1.008, each with an interval that excluded 1; on the CPU (1/16 size, 2 cores) 0.15-7.6. With
+  ``noise_margin="auto"`` (the default) a speedup is verified only if its interval also clears the margin m of its
+  hardware, estimated from that hardware's ``null:reference`` records in the frame (:func:`noise_margin`): the
+  interval's lower bound above 1 + m for a faster kernel, its upper bound below 1 / (1 + m) for a slower one. With no
+  ``null:reference`` record for a hardware, m = 0 there (the rule above alone).
 * **compiled %, KernelBench-correct %, kbstudy-correct %** = 100 * #(compiled / verdict true) / n, same n.
   KernelBench's verdict is ``torch.allclose`` at the precision's tolerance on 5 fixed-seed trials; kbstudy's verdict
   is the scale-invariant check of ``kbstudy.verify`` (relative L2 error against float64, plus coverage).
@@ -58,6 +66,15 @@ CORRECTNESS = {"kbstudy": "kbstudy_correct", "kernelbench": "kernelbench_correct
 BASELINES = {"eager": "speedup_vs_eager", "compile": "speedup_vs_compile"}
 #: The record field that says whether each baseline's speedup is distinguishable from 1 (``kbstudy.evaluate``).
 SIGNIFICANCE = {"eager": "speedup_significant", "compile": "speedup_vs_compile_significant"}
+#: The speedup interval fields of each baseline (``kbstudy.evaluate``: 95% percentile bootstrap).
+INTERVALS = {"eager": ("speedup_vs_eager_ci_low", "speedup_vs_eager_ci_high"),
+             "compile": ("speedup_vs_compile_ci_low", "speedup_vs_compile_ci_high")}
+#: The model configuration that is the reference itself (``kbstudy.candidates``): its true speedup is 1.
+NULL_REFERENCE = "null:reference"
+#: :func:`noise_margin` takes this quantile of |ln speedup| over at least ``NOISE_MIN_RECORDS`` null:reference
+#: records, else their maximum.
+NOISE_QUANTILE = 0.95
+NOISE_MIN_RECORDS = 20
 #: The first record schema version whose speedups carry the significance test (``kbstudy.records.SCHEMA_VERSION``).
 SIGNIFICANCE_SCHEMA = 2
 #: The columns that identify one attempt within a group.
@@ -86,13 +103,42 @@ def _by_list(by: str | Sequence[str]) -> list[str]:
     return [by] if isinstance(by, str) else list(by)
 
 
+def noise_margin(frame: pd.DataFrame, baseline: str = "eager") -> dict[str, float]:
+    """The harness's between-process timing noise per hardware: ``{hardware: m}``, with m = exp(q) - 1 where q is the
+    ``NOISE_QUANTILE`` quantile of |ln speedup| over that hardware's ``null:reference`` records that are evaluated,
+    kbstudy-correct and timed against ``baseline`` (their maximum with fewer than ``NOISE_MIN_RECORDS``). A hardware
+    without such records is absent (its margin is 0). The frame's ``hardware`` column groups; without it every
+    record is one group, keyed ``""``. Raises ``ValueError`` for an unknown baseline.
+    """
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline must be one of {sorted(BASELINES)}, got {baseline!r}")
+    if "model_config" not in frame.columns or BASELINES[baseline] not in frame.columns:
+        return {}
+    keep = frame["model_config"] == NULL_REFERENCE
+    if "outcome" in frame.columns:
+        keep &= frame["outcome"] == "evaluated"
+    if "kbstudy_correct" in frame.columns:
+        keep &= _as_bool(frame["kbstudy_correct"]).astype(bool)
+    speed = pd.to_numeric(frame[BASELINES[baseline]], errors="coerce").astype(float)
+    keep &= np.isfinite(speed) & (speed > 0)
+    null, speed = frame.loc[keep], speed.loc[keep]
+    groups = null["hardware"] if "hardware" in null.columns else pd.Series("", index=null.index)
+    out = {}
+    for hardware, values in np.abs(np.log(speed)).groupby(groups):
+        q = values.quantile(NOISE_QUANTILE) if len(values) >= NOISE_MIN_RECORDS else values.max()
+        out[str(hardware)] = float(np.expm1(q))
+    return out
+
+
 def attempts(frame: pd.DataFrame, *, by: str | Sequence[str] = "model_config", correctness: str = "kbstudy",
-             baseline: str = "eager", significance: bool = True) -> pd.DataFrame:
+             baseline: str = "eager", significance: bool = True,
+             noise_margin: float | str = "auto") -> pd.DataFrame:
     """The attempted records with derived columns: ``correct`` (bool, the chosen verdict), ``speedup`` (the
     chosen baseline's ratio, NaN unless correct with a finite positive speedup), ``attempted`` (bool),
     ``significance_tested`` (bool: the record carries the significance test, schema >= ``SIGNIFICANCE_SCHEMA``) and
     ``verified`` (bool: a speedup is present and counts as verified under the module docstring's rule; with
-    ``significance=False`` every present speedup does).
+    ``significance=False`` every present speedup does) and ``noise_margin`` (the margin m applied to the record:
+    ``"auto"`` takes its hardware's from :func:`noise_margin`, a number applies to every record, 0 turns it off).
 
     Raises ``ValueError`` for an unknown ``correctness`` or ``baseline``, missing columns, or an attempt (problem,
     sample) that appears twice within one group of ``by`` (records of several runs or hardware merged: add ``run``
@@ -124,6 +170,23 @@ def attempts(frame: pd.DataFrame, *, by: str | Sequence[str] = "model_config", c
     column = SIGNIFICANCE[baseline]
     significant = _as_bool(out[column]) if column in out.columns else pd.Series(False, index=out.index)
     passes = significant | ~out["significance_tested"] if significance else pd.Series(True, index=out.index)
+    if isinstance(noise_margin, str):
+        if noise_margin != "auto":
+            raise ValueError(f"noise_margin must be a number or 'auto', got {noise_margin!r}")
+        margins = globals()["noise_margin"](frame, baseline)
+        hardware = out["hardware"].astype(str) if "hardware" in out.columns else pd.Series("", index=out.index)
+        out["noise_margin"] = hardware.map(margins).fillna(0.0).astype(float)
+    else:
+        out["noise_margin"] = float(noise_margin)
+    if significance:
+        # the interval (the point estimate where a record has none) must clear the margin on the speedup's side
+        low_col, high_col = INTERVALS[baseline]
+        low = pd.to_numeric(out[low_col], errors="coerce") if low_col in out.columns else speed
+        high = pd.to_numeric(out[high_col], errors="coerce") if high_col in out.columns else speed
+        low, high = low.fillna(speed).astype(float), high.fillna(speed).astype(float)
+        m = out["noise_margin"]
+        clears = (m <= 0) | ((speed > 1) & (low > 1 + m)) | ((speed <= 1) & (high < 1 / (1 + m)))
+        passes = passes & clears
     out["verified"] = valid & passes.astype(bool)
     return out
 
@@ -212,7 +275,8 @@ def pass_at_k_table(frame: pd.DataFrame, ks: Sequence[int] = (1,), *, by: str | 
 
 def summarize(frame: pd.DataFrame, by: str | Sequence[str] = "model_config", correctness: str = "kbstudy",
               baseline: str = "eager", thresholds: Sequence[float] = FAST_P_THRESHOLDS,
-              n_problems: int | None = None, significance: bool = True) -> pd.DataFrame:
+              n_problems: int | None = None, significance: bool = True,
+              noise_margin: float | str = "auto") -> pd.DataFrame:
     """One row per group of ``by`` (default: per model configuration) with the study's headline metrics.
 
     Args:
@@ -226,19 +290,23 @@ def summarize(frame: pd.DataFrame, by: str | Sequence[str] = "model_config", cor
             failure); else n = the group's attempts. Raises ``ValueError`` if a group has more attempts than this.
         significance: apply the verified-speedup rule to fast_p for p >= 1 (module docstring); ``False``:
             KernelBench's plain definition.
+        noise_margin: as :func:`attempts` (default ``"auto"``: each hardware's margin from its ``null:reference``
+            records).
 
     Returns columns: ``by``..., ``n`` (attempts, the denominator), ``n_records``, ``n_skipped``,
     ``n_reference_error``, ``compiled_pct``, ``kernelbench_correct_pct``, ``kbstudy_correct_pct``, ``correct_pct``
     (the chosen verdict; percentages in 0-100), ``n_correct``, ``n_timed`` (correct with a speedup),
     ``n_faster`` (correct with a speedup > 1), ``n_verified_faster`` (of those, verified), ``n_speedup_untested``
     (correct, timed kernels of schema-1 records, counted without the test), ``fast_{p}`` (fractions in 0-1),
-    ``speedup_median``, ``speedup_geomean`` (over correct kernels, NaN if none), ``correctness``, ``baseline``. Rates
+    ``speedup_median``, ``speedup_geomean`` (over correct kernels, NaN if none), ``noise_margin`` (the largest margin
+    applied in the group), ``correctness``, ``baseline``. Rates
     are NaN for a group with n = 0 (every record skipped).
 
     Raises ``ValueError`` as :func:`attempts`.
     """
     by = _by_list(by)
-    att = attempts(frame, by=by, correctness=correctness, baseline=baseline, significance=significance)
+    att = attempts(frame, by=by, correctness=correctness, baseline=baseline, significance=significance,
+                   noise_margin=noise_margin)
     att["kb_ok"] = _as_bool(att["kernelbench_correct"]) & att["attempted"]
     att["kbs_ok"] = _as_bool(att["kbstudy_correct"]) & att["attempted"]
     rows = []
@@ -273,27 +341,29 @@ def summarize(frame: pd.DataFrame, by: str | Sequence[str] = "model_config", cor
                                      if n else float("nan"))
         row["speedup_median"] = float(speed.median()) if len(speed) else float("nan")
         row["speedup_geomean"] = geometric_mean(speed)
+        row["noise_margin"] = float(group["noise_margin"].max()) if len(group) else 0.0
         row["correctness"] = correctness
         row["baseline"] = baseline
         rows.append(row)
     columns = [*by, "n", "n_records", "n_skipped", "n_reference_error", "compiled_pct", "kernelbench_correct_pct",
                "kbstudy_correct_pct", "correct_pct", "n_correct", "n_timed", "n_faster", "n_verified_faster",
                "n_speedup_untested", *[fast_p_column(p) for p in thresholds],
-               "speedup_median", "speedup_geomean", "correctness", "baseline"]
+               "speedup_median", "speedup_geomean", "noise_margin", "correctness", "baseline"]
     return pd.DataFrame(rows, columns=columns)
 
 
 def fast_p_curve(frame: pd.DataFrame, ps: Sequence[float] | None = None, *, by: str | Sequence[str] = "model_config",
                  correctness: str = "kbstudy", baseline: str = "eager", n_problems: int | None = None,
-                 significance: bool = True) -> pd.DataFrame:
+                 significance: bool = True, noise_margin: float | str = "auto") -> pd.DataFrame:
     """fast_p as a function of p (long format: ``by``..., ``p``, ``fast_p``), for the fast_p-versus-p figure.
 
     ``ps`` defaults to 0 to 3 in steps of 0.05. Same n and the same verified-speedup rule as :func:`summarize`
-    (``n_problems`` and ``significance`` likewise).
+    (``n_problems``, ``significance`` and ``noise_margin`` likewise).
     """
     by = _by_list(by)
     ps = list(np.round(np.arange(0.0, 3.0001, 0.05), 2)) if ps is None else list(ps)
-    att = attempts(frame, by=by, correctness=correctness, baseline=baseline, significance=significance)
+    att = attempts(frame, by=by, correctness=correctness, baseline=baseline, significance=significance,
+                   noise_margin=noise_margin)
     rows = []
     for keys, group in att.groupby(by, dropna=False, sort=True):
         keys = keys if isinstance(keys, tuple) else (keys,)

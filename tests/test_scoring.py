@@ -215,3 +215,38 @@ def test_fast_p_verified_argument():
     assert scoring.fast_p(correct, speedup, 1.0) == pytest.approx(2 / 3)
     with pytest.raises(ValueError):
         scoring.fast_p(correct, speedup, 1.0, verified=[True])
+
+
+def test_noise_margin_from_null_reference_records(tmp_path):
+    """The reference timed as a candidate measures the offset between two processes: a kernel's speedup must clear it
+    (per hardware) to be verified, even when its own bootstrap interval excludes 1."""
+    rows = [record("null:reference", pid, kb=True, kbs=True, eager=s, hardware="gpu")
+            for pid, s in ((1, 0.98), (2, 1.01), (3, 1.03))]  # max |ln s| = ln 1.03: m = 3 %
+    rows += [record("K", 1, kb=True, kbs=True, eager=1.02, hardware="gpu"),   # significant, inside the margin
+             record("K", 2, kb=True, kbs=True, eager=1.5, hardware="gpu"),    # clears it
+             record("K", 1, kb=True, kbs=True, eager=1.02, hardware="cpu")]   # no null:reference on this hardware
+    for rec in rows:  # intervals of +-0.5 % around each speedup
+        rec.speedup_vs_eager_ci_low, rec.speedup_vs_eager_ci_high = rec.speedup_vs_eager * 0.995, rec.speedup_vs_eager * 1.005
+    write_store(tmp_path / "noise", rows)
+    frame = load_evaluations([tmp_path / "noise"])
+    assert scoring.noise_margin(frame) == {"gpu": pytest.approx(0.03)}
+    table = scoring.summarize(frame, by=["model_config", "hardware"])
+    gpu = table[(table.model_config == "K") & (table.hardware == "gpu")].iloc[0]
+    cpu = table[(table.model_config == "K") & (table.hardware == "cpu")].iloc[0]
+    assert gpu["n_faster"] == 2 and gpu["n_verified_faster"] == 1 and gpu["noise_margin"] == pytest.approx(0.03)
+    assert cpu["n_verified_faster"] == 1 and cpu["noise_margin"] == 0.0
+    off = scoring.summarize(frame, by=["model_config", "hardware"], noise_margin=0)
+    assert off[(off.model_config == "K") & (off.hardware == "gpu")].iloc[0]["n_verified_faster"] == 2
+    # the reference itself is never a verified speedup under its own margin
+    null = table[table.model_config == "null:reference"].iloc[0]
+    assert null["n_faster"] == 2 and null["n_verified_faster"] == 0
+    with pytest.raises(ValueError):
+        scoring.summarize(frame, noise_margin="sometimes")
+
+
+def test_noise_margin_uses_a_quantile_once_there_are_enough_records(tmp_path):
+    speeds = [1.0 + 0.001 * i for i in range(40)] + [3.0]  # one outlier among 41
+    rows = [record("null:reference", pid, kb=True, kbs=True, eager=s) for pid, s in enumerate(speeds, start=1)]
+    write_store(tmp_path / "many", rows)
+    margin = scoring.noise_margin(load_evaluations([tmp_path / "many"]))["fixture-cpu"]
+    assert 0.035 < margin < 0.04  # the 95th percentile, not the outlier's 200 %
