@@ -442,27 +442,6 @@ class BuildQueue:
             child.kill()
 
 
-def build_cuda_candidates(candidates: list[Candidate], cfg: EvalConfig, device: str) -> dict[str, dict]:
-    """Build the CUDA candidates' extensions in parallel and wait for all of them (:class:`BuildQueue`).
-
-    Returns ``{sha256: {"built": bool, "error": str|None, "seconds": float}}``.
-    """
-    queue = BuildQueue(candidates, cfg, device)
-    try:
-        queue.wait(_progress(candidates, total=len(candidates), desc="build CUDA candidates", enabled=cfg.progress))
-    finally:
-        queue.close()
-    return dict(queue.results)
-
-
-def _progress(iterable: Iterable, total: int, desc: str, enabled: bool):
-    if not enabled:
-        return iterable
-    from tqdm.auto import tqdm
-
-    return tqdm(iterable, total=total, desc=desc, unit="candidate", dynamic_ncols=True)
-
-
 # ------------------------------------------------------------------------------------------------ the batch
 
 

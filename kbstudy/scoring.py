@@ -27,7 +27,7 @@ LLMs Write Efficient GPU Kernels?", section 3), made explicit here:
   timed as a candidate (``null:reference``), measures that offset: on the H200 its speedups were 0.989, 0.997 and
   1.008, each with an interval that excluded 1; on the CPU (1/16 size, 2 cores) 0.15-7.6. With
   ``noise_margin="auto"`` (the default) a speedup is verified only if its interval also clears the margin m of its
-  hardware, estimated from that hardware's ``null:reference`` records in the frame (:func:`noise_margin`): the
+  hardware, estimated from that hardware's ``null:reference`` records in the frame (:func:`noise_margins`): the
   interval's lower bound above 1 + m for a faster kernel, its upper bound below 1 / (1 + m) for a slower one. With no
   ``null:reference`` record for a hardware, m = 0 there (the rule above alone).
 * **compiled %, KernelBench-correct %, kbstudy-correct %** = 100 * #(compiled / verdict true) / n, same n.
@@ -71,7 +71,7 @@ INTERVALS = {"eager": ("speedup_vs_eager_ci_low", "speedup_vs_eager_ci_high"),
              "compile": ("speedup_vs_compile_ci_low", "speedup_vs_compile_ci_high")}
 #: The model configuration that is the reference itself (``kbstudy.candidates``): its true speedup is 1.
 NULL_REFERENCE = "null:reference"
-#: :func:`noise_margin` takes this quantile of |ln speedup| over at least ``NOISE_MIN_RECORDS`` null:reference
+#: :func:`noise_margins` takes this quantile of |ln speedup| over at least ``NOISE_MIN_RECORDS`` null:reference
 #: records, else their maximum.
 NOISE_QUANTILE = 0.95
 NOISE_MIN_RECORDS = 20
@@ -103,7 +103,7 @@ def _by_list(by: str | Sequence[str]) -> list[str]:
     return [by] if isinstance(by, str) else list(by)
 
 
-def noise_margin(frame: pd.DataFrame, baseline: str = "eager") -> dict[str, float]:
+def noise_margins(frame: pd.DataFrame, baseline: str = "eager") -> dict[str, float]:
     """The harness's between-process timing noise per hardware: ``{hardware: m}``, with m = exp(q) - 1 where q is the
     ``NOISE_QUANTILE`` quantile of |ln speedup| over that hardware's ``null:reference`` records that are evaluated,
     kbstudy-correct and timed against ``baseline`` (their maximum with fewer than ``NOISE_MIN_RECORDS``). A hardware
@@ -138,7 +138,7 @@ def attempts(frame: pd.DataFrame, *, by: str | Sequence[str] = "model_config", c
     ``significance_tested`` (bool: the record carries the significance test, schema >= ``SIGNIFICANCE_SCHEMA``) and
     ``verified`` (bool: a speedup is present and counts as verified under the module docstring's rule; with
     ``significance=False`` every present speedup does) and ``noise_margin`` (the margin m applied to the record:
-    ``"auto"`` takes its hardware's from :func:`noise_margin`, a number applies to every record, 0 turns it off).
+    ``"auto"`` takes its hardware's from :func:`noise_margins`, a number applies to every record, 0 turns it off).
 
     Raises ``ValueError`` for an unknown ``correctness`` or ``baseline``, missing columns, or an attempt (problem,
     sample) that appears twice within one group of ``by`` (records of several runs or hardware merged: add ``run``
@@ -173,7 +173,7 @@ def attempts(frame: pd.DataFrame, *, by: str | Sequence[str] = "model_config", c
     if isinstance(noise_margin, str):
         if noise_margin != "auto":
             raise ValueError(f"noise_margin must be a number or 'auto', got {noise_margin!r}")
-        margins = globals()["noise_margin"](frame, baseline)
+        margins = noise_margins(frame, baseline)
         hardware = out["hardware"].astype(str) if "hardware" in out.columns else pd.Series("", index=out.index)
         out["noise_margin"] = hardware.map(margins).fillna(0.0).astype(float)
     else:

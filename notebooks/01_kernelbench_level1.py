@@ -126,7 +126,7 @@ headline = summary_eager[["model_config", "n", "n_skipped", "compiled_pct", "ker
     on="model_config")
 headline.to_csv(tables_dir / "headline.csv", index=False)
 show(headline)
-margins = scoring.noise_margin(frame)
+margins = scoring.noise_margins(frame)
 print("noise margin per hardware (from null:reference; a verified speedup's interval must clear 1 + m): "
       + (", ".join(f"{hw}: m = {m:.1%}" for hw, m in sorted(margins.items())) or "none (no null:reference records)"))
 

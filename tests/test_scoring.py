@@ -229,7 +229,7 @@ def test_noise_margin_from_null_reference_records(tmp_path):
         rec.speedup_vs_eager_ci_low, rec.speedup_vs_eager_ci_high = rec.speedup_vs_eager * 0.995, rec.speedup_vs_eager * 1.005
     write_store(tmp_path / "noise", rows)
     frame = load_evaluations([tmp_path / "noise"])
-    assert scoring.noise_margin(frame) == {"gpu": pytest.approx(0.03)}
+    assert scoring.noise_margins(frame) == {"gpu": pytest.approx(0.03)}
     table = scoring.summarize(frame, by=["model_config", "hardware"])
     gpu = table[(table.model_config == "K") & (table.hardware == "gpu")].iloc[0]
     cpu = table[(table.model_config == "K") & (table.hardware == "cpu")].iloc[0]
@@ -248,5 +248,5 @@ def test_noise_margin_uses_a_quantile_once_there_are_enough_records(tmp_path):
     speeds = [1.0 + 0.001 * i for i in range(40)] + [3.0]  # one outlier among 41
     rows = [record("null:reference", pid, kb=True, kbs=True, eager=s) for pid, s in enumerate(speeds, start=1)]
     write_store(tmp_path / "many", rows)
-    margin = scoring.noise_margin(load_evaluations([tmp_path / "many"]))["fixture-cpu"]
+    margin = scoring.noise_margins(load_evaluations([tmp_path / "many"]))["fixture-cpu"]
     assert 0.035 < margin < 0.04  # the 95th percentile, not the outlier's 200 %
