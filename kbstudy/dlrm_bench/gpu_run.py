@@ -101,6 +101,10 @@ def parse_args(argv=None):
                                                                    "(default 20 on a GPU, 3 on a CPU)")
     ap.add_argument("--remeasure", action="store_true", help="measure the machine again even if DIR/machine.json "
                                                               "exists for this device")
+    ap.add_argument("--candidates", action="append", default=[], metavar="PATH",
+                    help="more candidates to evaluate beside ours (a folder of level_5_problem_<id>_sample_<n>_kernel.py "
+                         "files, model configuration = the folder's name, or a JSONL; repeat), e.g. variants of one "
+                         "kernel measured in the same run")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars")
     return ap.parse_args(argv)
 
@@ -119,7 +123,8 @@ def main(argv=None) -> int:
     import concurrent.futures
     import multiprocessing
 
-    from kbstudy.dlrm_bench import load_dlrm_candidates, load_dlrm_problems, problem_precision
+    from kbstudy.candidates import load_candidates
+    from kbstudy.dlrm_bench import DLRM_LEVEL, load_dlrm_candidates, load_dlrm_problems, problem_precision
     from kbstudy.evaluate import EvalConfig, evaluate_batch, resolve_device
     from kbstudy.records import RecordStore
 
@@ -170,6 +175,8 @@ def main(argv=None) -> int:
     # 2: the one evaluation path, one batch per precision
     problems = load_dlrm_problems(1.0, ids)
     candidates = load_dlrm_candidates()
+    for path in args.candidates:  # variants, measured in the same run (same machine state) as ours
+        candidates += load_candidates(path, levels=[DLRM_LEVEL])
     store = RecordStore(out)
     for precision in PRECISIONS:
         ps = [p for p in problems if problem_precision(p.problem_id) == precision]
@@ -185,10 +192,10 @@ def main(argv=None) -> int:
             f"{summary.seconds:.1f} s")
 
     floor_ms = {r["problem_id"]: r["floor_ms"] for r in kept + floors if r["size_scale"] == size_scale}
-    log("summary (id, precision, outcome, kernelbench, kbstudy, eager ms, compile ms, ours ms, floor ms):")
+    log("summary (id, model configuration, precision, outcome, kernelbench, kbstudy, eager ms, compile ms, ours ms, floor ms):")
     rows = [r for r in store.evaluations() if r.get("run") == run and r.get("size_scale") == size_scale]
     for r in sorted(rows, key=lambda r: r["problem_id"]):
-        print("  " + json.dumps([r["problem_id"], r["precision"], r["outcome"], r["kernelbench_correct"],
+        print("  " + json.dumps([r["problem_id"], r["model_config"], r["precision"], r["outcome"], r["kernelbench_correct"],
                                  r["kbstudy_correct"], r["eager_ms_median"], r["compile_ms_median"],
                                  r["candidate_ms_median"], floor_ms.get(r["problem_id"])]), flush=True)
     log("done")
