@@ -195,22 +195,48 @@ def _equal_across_devices(a, b) -> bool:
     return True
 
 
-#: Inputs larger than this keep their pristine copy (the inputs-mutated check) in host memory: at full size one
+#: Inputs larger than this may keep their pristine copy (the inputs-mutated check) in host memory: at full size one
 #: level-1 input can be 17 GB (45_Average_Pooling_2D, 4.3e9 float32 elements), and a second device copy beside the
 #: worker's own clone starved the reference process of memory on the same GPU (session 4, H200).
 PRISTINE_HOST_BYTES = 1 << 30
 
+#: ...but only when the device cannot spare it: a copy above ``PRISTINE_HOST_BYTES`` stays on the device while it
+#: needs at most this fraction of the device's free memory. A host copy costs a pageable round trip per call (copy
+#: down before, 256 MB chunks up for the comparison after): 4-7 s per call for 4-8 GB inputs on the H200 (level-1 4,
+#: 5, 97 and 100: 15-66 s per candidate in ``stage_seconds.run``, session 6), against milliseconds on the device.
+PRISTINE_DEVICE_FREE_FRACTION = 0.25
+
+
+def pristine_on_host(nbytes: int, free_bytes: int | None) -> bool:
+    """Whether a pristine copy of ``nbytes`` bytes goes to host memory: above ``PRISTINE_HOST_BYTES`` and more than
+    ``PRISTINE_DEVICE_FREE_FRACTION`` of the device's ``free_bytes`` (``None``: unknown, so the host)."""
+    if nbytes <= PRISTINE_HOST_BYTES:
+        return False
+    return free_bytes is None or nbytes > PRISTINE_DEVICE_FREE_FRACTION * free_bytes
+
 
 def pristine_copy(x):
     """An exact copy of input ``x`` taken before the call, for :func:`inputs_equal` after it: on the input's device,
-    or in host memory for a tensor of more than ``PRISTINE_HOST_BYTES`` bytes; non-tensors are returned as they are."""
+    or in host memory for a large tensor the device cannot spare the memory for (:func:`pristine_on_host`; a device
+    copy that runs out of memory falls back to the host); non-tensors are returned as they are."""
     import torch
 
     if not isinstance(x, torch.Tensor):
         return x
-    if x.device.type != "cpu" and x.numel() * x.element_size() > PRISTINE_HOST_BYTES:
-        return x.to("cpu", copy=True)
-    return x.clone()
+    if x.device.type == "cpu":
+        return x.clone()
+    nbytes = x.numel() * x.element_size()
+    free = None
+    if nbytes > PRISTINE_HOST_BYTES and x.device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(x.device)
+    if not pristine_on_host(nbytes, free):
+        try:
+            return x.clone()
+        except torch.OutOfMemoryError:
+            if nbytes <= PRISTINE_HOST_BYTES:
+                raise
+            torch.cuda.empty_cache()
+    return x.to("cpu", copy=True)
 
 
 class FillFreshMode:

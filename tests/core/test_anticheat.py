@@ -191,6 +191,15 @@ def test_inputs_equal_across_devices_compares_chunk_by_chunk(monkeypatch):
     assert worker._equal_across_devices(ints.clone(), ints) and not worker._equal_across_devices(ints + 1, ints)
 
 
+def test_pristine_copies_go_to_the_host_only_when_large_and_the_device_cannot_spare_them(monkeypatch):
+    monkeypatch.setattr(worker, "PRISTINE_HOST_BYTES", 1000)
+    monkeypatch.setattr(worker, "PRISTINE_DEVICE_FREE_FRACTION", 0.25)
+    assert not worker.pristine_on_host(1000, 0)  # small: always beside the input
+    assert not worker.pristine_on_host(2000, 8000)  # a quarter of free memory
+    assert worker.pristine_on_host(2001, 8000)
+    assert worker.pristine_on_host(2000, None)  # free memory unknown
+
+
 def test_pristine_copy_is_an_exact_private_copy():
     x = torch.tensor([1.0, float("nan"), 3.0])
     copy = worker.pristine_copy(x)

@@ -131,6 +131,9 @@ def test_large_input_pristine_copy_lives_in_host_memory(monkeypatch):
 
     monkeypatch.setattr(worker, "PRISTINE_HOST_BYTES", 1 << 10)
     x = torch.randn(4096, device="cuda")
+    # while the device has the memory to spare, the copy stays there; when it would take too much, it goes to the host
+    assert worker.pristine_copy(x).device.type == "cuda"
+    monkeypatch.setattr(worker, "PRISTINE_DEVICE_FREE_FRACTION", 1e-12)
     copy = worker.pristine_copy(x)
     assert copy.device.type == "cpu" and worker.pristine_copy(x[:8]).device.type == "cuda"
     assert worker.inputs_equal(copy, x)
