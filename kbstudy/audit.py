@@ -394,19 +394,24 @@ def candidate_records(evaluations, precisions: Sequence[str] | None = None):
 
 
 def candidate_reverification(evaluations, precisions: Sequence[str] | None = None):
-    """Per (setting, precision, model configuration): ``records``, ``skipped`` (not run here, e.g. CUDA on a CPU),
-    ``evaluated``, ``kernelbench_correct``, ``kbstudy_correct``, ``kernelbench_only`` (pass KernelBench's check, fail
-    kbstudy's), ``kbstudy_only`` and ``failures`` (``kbstudy_failure: count`` of the KernelBench-only records)."""
+    """Per (setting, precision, problem version, model configuration): ``records``, ``skipped`` (not run here, e.g.
+    CUDA on a CPU), ``evaluated``, ``kernelbench_correct``, ``kbstudy_correct``, ``kernelbench_only`` (pass
+    KernelBench's check, fail kbstudy's), ``kbstudy_only`` and ``failures`` (``kbstudy_failure: count`` of the
+    KernelBench-only records). Problem versions stay apart: a leaderboard kernel has a record on the v0 problem it was
+    written for and one on the current problem."""
     import pandas as pd
 
-    cols = ["setting", "precision", "model_config", "records", "skipped", "evaluated", "kernelbench_correct",
-            "kbstudy_correct", "kernelbench_only", "kbstudy_only", "failures"]
+    cols = ["setting", "precision", "problem_version", "model_config", "records", "skipped", "evaluated",
+            "kernelbench_correct", "kbstudy_correct", "kernelbench_only", "kbstudy_only", "failures"]
     ev = candidate_records(evaluations, precisions)
+    ev = ev.assign(problem_version=ev.problem_version.fillna("current") if "problem_version" in ev else "current")
     rows = []
-    for (setting, precision, config), g in ev.groupby(["setting", "precision", "model_config"], sort=True):
+    for (setting, precision, version, config), g in ev.groupby(["setting", "precision", "problem_version",
+                                                                "model_config"], sort=True):
         only = g[g.verdicts == "KernelBench only"]
         counts = only.kbstudy_failure.fillna("none").value_counts().sort_index()
-        rows.append({"setting": setting, "precision": precision, "model_config": config, "records": len(g),
+        rows.append({"setting": setting, "precision": precision, "problem_version": version, "model_config": config,
+                     "records": len(g),
                      "skipped": int((g.outcome == "skipped").sum()), "evaluated": int((g.outcome == "evaluated").sum()),
                      "kernelbench_correct": int(g.kernelbench_correct.eq(True).sum()),
                      "kbstudy_correct": int(g.kbstudy_correct.eq(True).sum()),
@@ -420,14 +425,16 @@ def disagreements(evaluations, precisions: Sequence[str] | None = None):
     problem, ``verdicts``, ``kbstudy_failure``, the metrics and kbstudy's detail message (record metadata)."""
     import pandas as pd
 
-    cols = ["setting", "precision", "model_config", "level", "problem_id", "problem_name", "verdicts",
-            "kbstudy_failure", "rel_l2_error", "coverage", "kernelbench_max_abs_diff", "detail"]
+    cols = ["setting", "precision", "problem_version", "model_config", "level", "problem_id", "problem_name",
+            "verdicts", "kbstudy_failure", "rel_l2_error", "coverage", "kernelbench_max_abs_diff", "detail"]
     ev = candidate_records(evaluations, precisions)
     ev = ev[ev.verdicts.isin(["KernelBench only", "kbstudy only"])]
     if not len(ev):
         return pd.DataFrame(columns=cols)
-    ev = ev.assign(detail=ev.metadata.map(lambda m: m.get("kbstudy_detail") if isinstance(m, dict) else None))
-    return ev[cols].sort_values(["setting", "precision", "model_config", "level", "problem_id"]).reset_index(drop=True)
+    ev = ev.assign(detail=ev.metadata.map(lambda m: m.get("kbstudy_detail") if isinstance(m, dict) else None),
+                   problem_version=ev.problem_version.fillna("current") if "problem_version" in ev else "current")
+    return ev[cols].sort_values(["setting", "precision", "problem_version", "model_config", "level",
+                                 "problem_id"]).reset_index(drop=True)
 
 
 # ------------------------------------------------------------------------------------------------ thresholds

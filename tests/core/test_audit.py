@@ -159,15 +159,30 @@ def test_summary_and_grid(records):
 
 def test_candidate_reverification(records):
     table = audit.candidate_reverification(records["ev"], ["fp32", "bf16"]).set_index(["setting", "model_config",
-                                                                                       "precision"])
-    claude = table.loc[("NVIDIA H200, full size", "claude-3.5-sonnet", "fp32")]
+                                                                                       "precision", "problem_version"])
+    claude = table.loc[("NVIDIA H200, full size", "claude-3.5-sonnet", "fp32", "current")]
     assert (claude.evaluated, claude.kernelbench_correct, claude.kbstudy_correct, claude.kernelbench_only) == (3, 3, 3, 0)
     # DLRM-Bench's bf16 kernels (10, 11) on the CPU: the issue-6 DCN kernel rounds as eager does (three roundings per
     # layer), so both pass both checks; the former one failed KernelBench's 1e-2 (a kbstudy-only pass)
-    dcn = table.loc[("AMD EPYC, 1/512 size", "kbstudy-triton", "bf16")]
+    dcn = table.loc[("AMD EPYC, 1/512 size", "kbstudy-triton", "bf16", "dlrm")]
     assert (dcn.kernelbench_correct, dcn.kbstudy_correct, dcn.kbstudy_only) == (2, 2, 0)
     dis = audit.disagreements(records["ev"], ["fp32", "bf16"])
     assert dis.empty
+
+
+def test_candidate_reverification_keeps_problem_versions_apart(records):
+    """A leaderboard kernel has a record on its v0 problem and one on the current problem: counted per version."""
+    import pandas as pd
+
+    ev = records["ev"]
+    claude = ev[(ev.model_config == "claude-3.5-sonnet") & (ev.precision == "fp32")]
+    v0 = claude.assign(problem_version="v0", kbstudy_correct=False, kbstudy_failure="rel_l2")
+    table = audit.candidate_reverification(pd.concat([claude, v0]), ["fp32"])
+    rows = table[table.model_config == "claude-3.5-sonnet"].set_index("problem_version")
+    assert rows.loc["current"].kbstudy_correct == len(claude) and rows.loc["current"].kernelbench_only == 0
+    assert rows.loc["v0"].kernelbench_only == len(claude) and rows.loc["v0"].failures == f"rel_l2: {len(claude)}"
+    dis = audit.disagreements(pd.concat([claude, v0]), ["fp32"])
+    assert set(dis.problem_version) == {"v0"} and len(dis) == len(claude)
 
 
 def test_thresholds_and_proposed_verdict(records):
