@@ -257,6 +257,22 @@ def test_gpu_script_runs_resumes_and_matches_the_study(tmp_path):
     assert "pending here: 0" in again.stdout
 
 
+def test_gpu_script_spends_its_last_seconds_on_bf16_phases(tmp_path):
+    """Past MIN_LEFT only the bf16 phases start (their float32-only kernels are recorded as skipped, in seconds)."""
+    out = tmp_path / "call"
+    run = _script(out, RECORDS_DIR=str(tmp_path / "none"), CHUNKS="19-19", RUN_GROUPS="top5",
+                  PRECISIONS="fp32 bf16", VERSIONS="v0", SKIP_FLAG="--skip-float32-only", MIN_LEFT="100000",
+                  MIN_LEFT_CHEAP="0", EXTRA_EVAL_ARGS="--device cpu --size-scale 0.0625")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "only the 1 bf16 phases" in run.stdout
+    assert (out / "rec" / "phases_done.txt").read_text().split() == ["top5.p019-019.v0.bf16"]
+    assert "left: top5.p019-019.v0.fp32" in (out / "status.txt").read_text()
+    # without the evaluator's skip, nothing is cheap: the call stops at once
+    run = _script(tmp_path / "noskip", RECORDS_DIR=str(tmp_path / "none"), CHUNKS="19-19", RUN_GROUPS="top5",
+                  PRECISIONS="fp32 bf16", VERSIONS="v0", MIN_LEFT="100000", MIN_LEFT_CHEAP="0")
+    assert "stopping:" in run.stdout and (tmp_path / "noskip" / "rec" / "phases_done.txt").read_text() == ""
+
+
 def test_h200_study_files_and_notebook_params():
     from kbstudy.study import load_run_inputs, load_study, notebook_parameters, project_path
 
