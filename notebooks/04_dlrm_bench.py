@@ -16,17 +16,21 @@
 # Per problem: eager PyTorch, `torch.compile` (Inductor), our Triton kernel (`kbstudy-triton`) and the physical
 # floor `max(compulsory bytes / measured bandwidth, FLOPs / measured matrix rate)`; then our win rate over eager and
 # median speedup beside the paper's LLM-written kernels (41.7 %, 1.552x); the memory-bound problems against the target
-# of 1.25x of the floor, with the measured launch latency's share of the gap; and, given an earlier run of the same
-# problems (`previous_records_dir`), our kernels before and after. Records come from
+# of 1.25x of the floor, with the measured launch latency's share of the gap and the measured gather bandwidth; any
+# variant candidates measured in the same run (`gpu_run --candidates`); and, given an earlier run of the same problems
+# (`previous_records_dir`, `repeat_records_dir`), our kernels before and after, judged against how far the kernel files
+# the two runs share moved. Records come from
 # `python -m kbstudy.dlrm_bench.gpu_run`, which evaluates our kernels through the project's one evaluation path
 # (`kbstudy.evaluate.evaluate_batch`: KernelBench's and kbstudy's verdicts over five trials, eager and compile timings)
 # and writes the floors to `floors.jsonl` beside `machine.json`; this notebook only reads them. Each problem is
 # evaluated at the precision it is written in: bf16 for 10 and 11, fp32 for the others.
 #
+# **H200 parameters.** `outputs/records/h200-dlrm-s6-loaded` (session 6, a shared host), compared with
+# `h200-dlrm-main` (session 4, before kernels 3, 4 and 5 were reworked) and with `h200-dlrm-s5-loaded` (session 5, the
+# nearest run: 10 of its 12 kernel files are this run's); each folder's README says how it was made.
+#
 # **Preliminary records.** A folder written by the benchmark's former runner (layout `preliminary`, e.g.
-# `outputs/records/h200-dlrm-gpu-run`, kept for comparison; the H200 parameters read `h200-dlrm-main` and compare
-# it with `h200-dlrm`, the kernels before the rework, and with `h200-dlrm-autotuned`, the same kernels in an earlier
-# run) has no verdicts: its
+# `outputs/records/h200-dlrm-gpu-run`, kept for comparison) has no verdicts: its
 # `correct` column is that runner's own self-check (relative L2 error against float64), the verdict columns are empty,
 # and its problem 5 is the former in-place version. Its numbers are preliminary.
 
@@ -37,7 +41,7 @@ records_dir = "outputs/records/cpu-dlrm"  # a kbstudy.dlrm_bench.gpu_run output 
 output_dir = "outputs/reports/cpu-default/04_dlrm_bench"  # tables/ and figures/ go here
 hardware_label = "CPU (Triton interpreter)"  # how the hardware is named in titles
 previous_records_dir = ""  # an earlier run of the same problems (other kernels) to compare ours with; "" for none
-repeat_records_dir = ""  # another run of the same kernel files: how much a run moves the times; "" for none
+repeat_records_dir = ""  # another run of (mostly) the same kernel files: how much a run moves the times; "" for none
 
 # %%
 import functools
@@ -46,8 +50,10 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 
 from kbstudy import plots
-from kbstudy.dlrm_bench.report import (FLOOR_TARGET, compare_runs, floor_notes, launch_gap, launch_latencies,
-                                       launch_view, load_run, long_times, missing, run_layout, summary)
+from kbstudy.dlrm_bench.report import (FLOOR_TARGET, achieved_bandwidth, compare_runs, floor_notes, gather_notes,
+                                       kernel_moves, launch_gap, launch_latencies, launch_view, load_run, long_times,
+                                       missing, move_notes, run_layout, summary, variant_notes)
+from kbstudy.dlrm_bench.report import variants as load_variants
 from kbstudy.dlrm_bench.roofline import LAUNCH_BOUND_FACTOR, launch_latency_ms
 from kbstudy.study import project_path
 
@@ -192,12 +198,40 @@ show(gap, digits=3)
 print("\n".join(f"- {n}" for n in notes))
 
 # %% [markdown]
+# ## Gather bandwidth (a measured column beside the floor)
+# Problems 1-6 gather (or scatter) random 512-byte rows. The machine measurement also times
+# `torch.index_select` of random rows from a 2 GB table (`details.gather_bytes_per_s`, read + written bytes, as the
+# copy counts them). Below, what our kernels reach in compulsory bytes per second (`bytes` from `floors.jsonl` over our
+# median), as fractions of the copy and of the gather bandwidth, and `ours_over_gather_floor`: what ours / floor would
+# be at the gather bandwidth. No floor uses it; the floors stay at the copy bandwidth.
+
+# %%
+bandwidth = achieved_bandwidth(project_path(records_dir))
+bandwidth.to_csv(tables_dir / "achieved_bandwidth.csv", index=False)
+show(bandwidth, digits=3)
+print("\n".join(f"- {n}" for n in gather_notes(bandwidth, machine)))
+
+# %% [markdown]
+# ## Variant candidates measured in the same run
+# Records of other model configurations in the records folder (`python -m kbstudy.dlrm_bench.gpu_run --candidates
+# DIR`, e.g. another version of one of our kernels), each beside our kernel of the same problem: same machine state,
+# same eager timing. Only our kernels (`kbstudy-triton`) enter the tables above.
+
+# %%
+variant_table = load_variants(project_path(records_dir))
+variant_table.to_csv(tables_dir / "variants.csv", index=False)
+if len(variant_table):
+    show(variant_table, digits=3)
+print("\n".join(f"- {n}" for n in variant_notes(variant_table)))
+
+# %% [markdown]
 # ## Our kernels before and after (an earlier run of the same problems)
-# Given `previous_records_dir` (the H200 parameters: `outputs/records/h200-dlrm`, the kernels before the issue-6
-# rework; the figures above come from `outputs/records/h200-dlrm-main`), our kernel's median time in each run.
-# `after_over_before` below 1: faster now. Eager is re-timed in each run; `eager_after_over_before` shows how much
-# the baseline itself moved between the two runs, a measure of what a difference between runs can owe to the run
-# rather than the kernel.
+# Given `previous_records_dir` (the H200 parameters: `outputs/records/h200-dlrm-main`, session 4, before kernels 3, 4
+# and 5 were reworked; the figures above come from `outputs/records/h200-dlrm-s6-loaded`), our kernel's median time in
+# each run. `after_over_before` below 1: faster now. Eager is re-timed in each run; `eager_after_over_before` shows how
+# much the baseline itself moved between the two runs. The kernel files both runs hold (same `candidate_sha256`, ours
+# or a variant) moved too: that band is what a difference between runs can owe to the run rather than the kernel, so a
+# changed kernel's difference is evidence only outside it.
 
 # %%
 if previous_records_dir:
@@ -217,14 +251,19 @@ if previous_records_dir:
     broken = change[(change["before_correct"] == True) & (change["after_correct"] != True)]  # noqa: E712
     print("correct now, not before: " + (", ".join(str(i) for i in fixed["problem_id"]) or "none")
           + "; correct before, not now: " + (", ".join(str(i) for i in broken["problem_id"]) or "none"))
+    moves = kernel_moves(project_path(previous_records_dir), project_path(records_dir))
+    moves.to_csv(tables_dir / "kernel_moves_previous.csv", index=False)
+    print("\n".join(f"- {n}" for n in move_notes(moves)))
 else:
     print("no earlier run given (previous_records_dir is empty)")
 
 # %% [markdown]
 # ## The same kernels in another run
-# Given `repeat_records_dir` (the H200 parameters: `outputs/records/h200-dlrm-autotuned`, byte-identical kernel files
-# measured in session 3), the same comparison between two runs of the same code: what a rerun moves. The
-# launch-bound problems (floor under three launches) move most, with the launch latency each run measured.
+# Given `repeat_records_dir` (the H200 parameters: `outputs/records/h200-dlrm-s5-loaded`, session 5, also on a shared
+# host: every kernel file of this run but 5's, rewritten since, and 8's, where session 5 measured the one-wave kernel
+# this run holds as a variant), the same comparison between two runs of (mostly) the same code: what a rerun moves, and
+# the band it gives. The launch-bound problems (floor under three launches) tend to move most; each run's launch
+# latency is printed.
 
 # %%
 if repeat_records_dir:
@@ -238,5 +277,8 @@ if repeat_records_dir:
     other_launch, this_launch = launch_latency_ms(repeat_machine), launch_latency_ms(machine)
     if other_launch is not None and this_launch is not None:
         print(f"empty Triton kernel launch: {other_launch * 1e3:.1f} us there, {this_launch * 1e3:.1f} us here")
+    repeat_moves = kernel_moves(project_path(repeat_records_dir), project_path(records_dir))
+    repeat_moves.to_csv(tables_dir / "kernel_moves_repeat.csv", index=False)
+    print("\n".join(f"- {n}" for n in move_notes(repeat_moves)))
 else:
     print("no other run of the same kernels given (repeat_records_dir is empty)")

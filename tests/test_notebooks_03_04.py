@@ -270,33 +270,48 @@ def test_dlrm_missing_names_gaps():
                     reason="H200 notebook 4 rendering absent")
 def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
     """The committed H200 notebook 4 shows what ``kbstudy.dlrm_bench.report`` computes from the records its params
-    name (the kernels measured by main's code, compared with the run before the rework and with an earlier run of the
-    same kernel files): a stale rendering fails here."""
+    name (session 6's run, with a variant of kernel 8 beside ours, compared with session 4's run on main and with
+    session 5's run, which shares most kernel files): a stale rendering fails here."""
     from kbstudy.study import _load_mapping, project_path
 
     params = _load_mapping(REPO / "params" / "04_dlrm_bench.h200.yaml")
-    assert params["records_dir"] == "outputs/records/h200-dlrm-main"
-    assert params["previous_records_dir"] == "outputs/records/h200-dlrm"
-    assert params["repeat_records_dir"] == "outputs/records/h200-dlrm-autotuned"
-    table, machine = dlrm_report.load_run(project_path(params["records_dir"], REPO))
-    before, _ = dlrm_report.load_run(project_path(params["previous_records_dir"], REPO))
-    repeat, _ = dlrm_report.load_run(project_path(params["repeat_records_dir"], REPO))
+    assert params["records_dir"] == "outputs/records/h200-dlrm-s6-loaded"
+    assert params["previous_records_dir"] == "outputs/records/h200-dlrm-main"
+    assert params["repeat_records_dir"] == "outputs/records/h200-dlrm-s5-loaded"
+    records_dir, previous_dir, repeat_dir = (project_path(params[k], REPO) for k in (
+        "records_dir", "previous_records_dir", "repeat_records_dir"))
+    table, machine = dlrm_report.load_run(records_dir)
+    before, _ = dlrm_report.load_run(previous_dir)
+    repeat, _ = dlrm_report.load_run(repeat_dir)
     tables = REPO / params["output_dir"] / "tables"
     for name, expected in (("dlrm_bench_summary", dlrm_report.summary(table)),
                            ("launch_gap", dlrm_report.launch_gap(table)),
                            ("before_after", dlrm_report.compare_runs(before, table)),
-                           ("repeat_run", dlrm_report.compare_runs(repeat, table))):
+                           ("repeat_run", dlrm_report.compare_runs(repeat, table)),
+                           ("variants", dlrm_report.variants(records_dir)),
+                           ("achieved_bandwidth", dlrm_report.achieved_bandwidth(records_dir)),
+                           ("kernel_moves_previous", dlrm_report.kernel_moves(previous_dir, records_dir)),
+                           ("kernel_moves_repeat", dlrm_report.kernel_moves(repeat_dir, records_dir))):
         pd.testing.assert_frame_equal(pd.read_csv(tables / f"{name}.csv"), expected, check_dtype=False, obj=name)
     assert table["correct"].all() and len(table) == 12
     text = _printed(REPO / "outputs" / "reports" / "h200" / "04_dlrm_bench.ipynb")
-    for note in dlrm_report.floor_notes(table, machine):
+    for note in (dlrm_report.floor_notes(table, machine)
+                 + dlrm_report.gather_notes(dlrm_report.achieved_bandwidth(records_dir), machine)
+                 + dlrm_report.variant_notes(dlrm_report.variants(records_dir))
+                 + dlrm_report.move_notes(dlrm_report.kernel_moves(repeat_dir, records_dir))):
         assert note in text
     assert "memory-bound problems within 1.25x of the floor: none" in text
-    # main's evaluation code made the records (with significance); the repeat run holds the same kernel files
-    evaluations = RecordStore(project_path(params["records_dir"], REPO)).evaluations_frame()
-    assert set(evaluations["git_commit"]) == {"32e52931e720cf054c95a530f9a7ca701719e293"}
+    assert "other run: outputs/records/h200-dlrm-s5-loaded" in text
+    # main's evaluation code made the records (with significance); the one-wave kernel 8 (commit fb28cb2) is a variant
+    # beside ours, so only ours enter the table
+    evaluations = RecordStore(records_dir).evaluations_frame()
+    assert set(evaluations["git_commit"]) == {"cacca8b2a2431b8f1b3fe7e91c28ed60a79efec2"}
     assert evaluations["speedup_significant"].notna().all()
-    repeat_evaluations = RecordStore(project_path(params["repeat_records_dir"], REPO)).evaluations_frame()
-    assert (evaluations.set_index("problem_id")["candidate_sha256"].sort_index()
-            == repeat_evaluations.set_index("problem_id")["candidate_sha256"].sort_index()).all()
-    assert "other run: outputs/records/h200-dlrm-autotuned" in text
+    assert sorted(evaluations["model_config"]) == ["kbstudy-triton"] * 12 + ["kbstudy-triton-p8-onewave"]
+    # the repeat run holds the same kernel files but 5's (rewritten since) and 8's (there the one-wave kernel, here
+    # the variant)
+    ours = evaluations[evaluations["model_config"] == "kbstudy-triton"].set_index("problem_id")["candidate_sha256"]
+    other = RecordStore(repeat_dir).evaluations_frame().set_index("problem_id")["candidate_sha256"]
+    assert sorted(ours.index[ours.sort_index() != other.sort_index()]) == [5, 8]
+    variant = evaluations[evaluations["model_config"] == "kbstudy-triton-p8-onewave"]
+    assert variant["candidate_sha256"].tolist() == [other[8]]

@@ -15,6 +15,11 @@ Three steps, three kinds of files in ``DIR``:
    the input-mutation, global-state and storage-reuse checks), then timing. Each problem is evaluated at the precision
    it is written in (:func:`kbstudy.dlrm_bench.problem_precision`): one batch at fp32 (problems 1-9, 12) and one at
    bf16 (10, 11), into the same store. Records are keyed as any run's, so an interrupted run resumes.
+   ``--candidates PATH`` (repeatable) adds other candidates to the same batches (a folder of
+   ``level_5_problem_<id>_sample_<n>_kernel.py`` files, model configuration = the folder's name, or a JSONL), e.g.
+   variants of one of our kernels measured beside it on the same machine state and eager timing
+   (:func:`kbstudy.dlrm_bench.report.variants` lists them); a file identical to ours is measured once and recorded
+   for both configurations.
 3. ``floors.jsonl`` -- one row per problem: ``problem_id``, ``problem_name``, ``problem_sha256`` (the same hash as the
    evaluation records: the unscaled source), ``size_scale``, ``precision``, compulsory ``bytes`` and ``flops``,
    ``formula``, ``floor_ms``, ``bound``, ``memory_ms``, ``compute_ms`` and ``machine_key`` (``machine.json``'s key).

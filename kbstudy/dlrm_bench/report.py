@@ -29,7 +29,17 @@ out of reach when the floor is below 4 launches), and :func:`floor_notes` says i
 records.
 
 Two runs of the same kernels' problems (e.g. the H200 records before and after a kernel rework) are compared per
-problem by :func:`compare_runs`.
+problem by :func:`compare_runs`; :func:`kernel_moves` and :func:`move_notes` add which kernel files the two runs share
+(same ``candidate_sha256``, ours or a variant): how far those moved is the band a changed kernel must leave before a
+difference between the runs says anything about it.
+
+Variants (:func:`variants`): records of other model configurations in the same folder (``gpu_run --candidates``, e.g.
+another version of one of our kernels), each beside our kernel of the same problem in the same run. They never enter
+:func:`load_run`'s table (it keeps :data:`~kbstudy.dlrm_bench.MODEL_CONFIG` only).
+
+Gather bandwidth (:func:`achieved_bandwidth`, :func:`gather_notes`): the machine's ``details.gather_bytes_per_s``
+(``torch.index_select`` of random 512-byte rows, :func:`kbstudy.dlrm_bench.roofline._measure_gather`) beside the copy
+bandwidth and beside what our kernels reach (compulsory bytes / our median time). No floor uses it.
 """
 
 from __future__ import annotations
@@ -57,6 +67,17 @@ NUMERIC_COLUMNS = ("eager_ms", "compile_ms", "ours_ms", "floor_ms", "ours_q1_ms"
                    "ours_over_floor_plus_launch", "eager_q1_ms", "eager_q3_ms")
 #: The two record layouts (see the module docstring).
 LAYOUTS = ("evaluate_batch", "preliminary")
+#: The problems that gather (or scatter) random embedding rows (the gather bandwidth's view applies to them).
+GATHER_PROBLEMS = (1, 2, 3, 4, 5, 6)
+#: The columns of :func:`variants`, in order.
+VARIANT_COLUMNS = ("problem_id", "problem", "model_config", "correct", "variant_ms", "variant_q1_ms", "variant_q3_ms",
+                   "ours_ms", "ours_q1_ms", "ours_q3_ms", "variant_over_ours", "iqr_disjoint",
+                   "variant_speedup_vs_eager", "variant_speedup_ci_low", "variant_speedup_ci_high",
+                   "ours_speedup_vs_eager", "ours_speedup_ci_low", "ours_speedup_ci_high", "variant_over_floor",
+                   "ours_over_floor")
+#: The columns of :func:`kernel_moves`, in order.
+MOVE_COLUMNS = ("problem_id", "problem", "model_config", "same_file", "before_ms", "after_ms", "delta_us",
+                "after_over_before")
 
 
 def run_layout(folder: str | Path) -> str:
@@ -98,12 +119,26 @@ def _as_flag(value):
     return bool(value)
 
 
-def _select_records(ev: pd.DataFrame) -> pd.DataFrame:
-    """Our candidate's record per problem at the problem's precision, the latest one if there are several."""
-    ev = ev[ev["model_config"] == MODEL_CONFIG]
+def _select_records(ev: pd.DataFrame, model_config: str | None = MODEL_CONFIG) -> pd.DataFrame:
+    """Our candidate's record per problem at the problem's precision, the latest one if there are several
+    (``model_config=None``: the latest per problem and model configuration, every configuration)."""
+    if model_config is not None:
+        ev = ev[ev["model_config"] == model_config]
     ev = ev[[prec == problem_precision(pid) for pid, prec in zip(ev["problem_id"], ev["precision"])]]
     ev = ev.sort_values("created_utc", na_position="first", kind="stable")
-    return ev.groupby("problem_id", as_index=False).tail(1)
+    return ev.groupby(["problem_id", "model_config"], as_index=False).tail(1)
+
+
+def load_records(folder: str | Path) -> pd.DataFrame:
+    """Every model configuration's record per problem (at the problem's precision, the latest of each; ours and any
+    variants), as :class:`~kbstudy.records.RecordStore` reads them. A preliminary folder's records are returned as
+    they are. Raises ``FileNotFoundError`` if the folder has no ``evaluations.jsonl``."""
+    folder = Path(folder)
+    layout = run_layout(folder)
+    ev = RecordStore(folder).evaluations_frame()
+    if layout == "evaluate_batch":
+        ev = _select_records(ev, model_config=None)
+    return ev.sort_values(["problem_id", "model_config"], kind="stable").reset_index(drop=True)
 
 
 def load_run(folder: str | Path) -> tuple[pd.DataFrame, dict]:
@@ -348,3 +383,194 @@ def compare_runs(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
         "eager_after_over_before": both["eager_ms_after"] / both["eager_ms_before"],
     })
     return out.sort_values("problem_id").reset_index(drop=True)
+
+
+def _floor_of(floors: pd.DataFrame, record) -> float | None:
+    match = floors[(floors["problem_id"] == record["problem_id"])
+                   & (floors["problem_sha256"] == record["problem_sha256"])
+                   & (floors["size_scale"] == record["size_scale"])]
+    return float(match["floor_ms"].iloc[-1]) if len(match) else None
+
+
+def variants(folder: str | Path) -> pd.DataFrame:
+    """The folder's records of other model configurations than ours (``gpu_run --candidates``), one row each
+    (columns :data:`VARIANT_COLUMNS`), beside our kernel's record of the same problem in the same run: medians and
+    interquartile ranges, ``variant_over_ours`` (above 1: the variant is slower), ``iqr_disjoint`` (the two
+    interquartile ranges do not overlap), each one's speedup over eager with its interval, and each one's ratio to the
+    floor. ``correct``: both verdicts passed. Empty (with the columns) when the folder has no variant."""
+    records = load_records(folder)
+    floors = load_floors(folder)
+    ours = records[records["model_config"] == MODEL_CONFIG].set_index("problem_id")
+    rows = []
+    for _, r in records[records["model_config"] != MODEL_CONFIG].iterrows():
+        o = ours.loc[r["problem_id"]] if r["problem_id"] in ours.index else None
+        floor = _floor_of(floors, r)
+
+        def get(rec, key):
+            return None if rec is None else rec.get(key)
+
+        v_ms, o_ms = r["candidate_ms_median"], get(o, "candidate_ms_median")
+        v_q1, v_q3, o_q1, o_q3 = (r["candidate_ms_q1"], r["candidate_ms_q3"], get(o, "candidate_ms_q1"),
+                                  get(o, "candidate_ms_q3"))
+        disjoint = None
+        if None not in (v_q1, v_q3, o_q1, o_q3):
+            disjoint = bool(v_q3 < o_q1 or o_q3 < v_q1)
+        rows.append({
+            "problem_id": int(r["problem_id"]), "problem": _problem_label(r["problem_name"]),
+            "model_config": r["model_config"],
+            "correct": bool(r["outcome"] == "evaluated" and r["kernelbench_correct"] is True
+                            and r["kbstudy_correct"] is True),
+            "variant_ms": v_ms, "variant_q1_ms": v_q1, "variant_q3_ms": v_q3,
+            "ours_ms": o_ms, "ours_q1_ms": o_q1, "ours_q3_ms": o_q3,
+            "variant_over_ours": _ratio(v_ms, o_ms), "iqr_disjoint": disjoint,
+            "variant_speedup_vs_eager": r.get("speedup_vs_eager"),
+            "variant_speedup_ci_low": r.get("speedup_vs_eager_ci_low"),
+            "variant_speedup_ci_high": r.get("speedup_vs_eager_ci_high"),
+            "ours_speedup_vs_eager": get(o, "speedup_vs_eager"),
+            "ours_speedup_ci_low": get(o, "speedup_vs_eager_ci_low"),
+            "ours_speedup_ci_high": get(o, "speedup_vs_eager_ci_high"),
+            "variant_over_floor": _ratio(v_ms, floor), "ours_over_floor": _ratio(o_ms, floor),
+        })
+    out = pd.DataFrame(rows, columns=list(VARIANT_COLUMNS))
+    for col in VARIANT_COLUMNS:
+        if col.endswith("_ms") or "over" in col or "speedup" in col:
+            out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
+    return out
+
+
+def kernel_moves(before_folder: str | Path, after_folder: str | Path) -> pd.DataFrame:
+    """Per record of the later run (ours and variants; columns :data:`MOVE_COLUMNS`): ``same_file`` when the earlier
+    run holds a record of the same problem with the same ``candidate_sha256`` (any model configuration), whose median
+    is then ``before_ms``; otherwise ``before_ms`` is our kernel's median in the earlier run (the file the record
+    replaces). ``delta_us`` = after - before in microseconds, ``after_over_before`` their ratio (below 1: faster now).
+    Records without a counterpart in the earlier run are left out."""
+    before, after = load_records(before_folder), load_records(after_folder)
+    by_file = {(int(r.problem_id), r.candidate_sha256): r.candidate_ms_median for r in before.itertuples()}
+    ours_before = {int(r.problem_id): r.candidate_ms_median for r in before.itertuples()
+                   if r.model_config == MODEL_CONFIG}
+    rows = []
+    for r in after.itertuples():
+        pid = int(r.problem_id)
+        same = (pid, r.candidate_sha256) in by_file
+        prev = by_file[(pid, r.candidate_sha256)] if same else ours_before.get(pid)
+        if prev is None or prev != prev:
+            continue
+        rows.append({"problem_id": pid, "problem": _problem_label(r.problem_name), "model_config": r.model_config,
+                     "same_file": same, "before_ms": prev, "after_ms": r.candidate_ms_median,
+                     "delta_us": (r.candidate_ms_median - prev) * 1e3,
+                     "after_over_before": _ratio(r.candidate_ms_median, prev)})
+    out = pd.DataFrame(rows, columns=list(MOVE_COLUMNS))
+    for col in ("before_ms", "after_ms", "delta_us", "after_over_before"):
+        out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
+    return out
+
+
+def _label(row) -> str:
+    return f"{row.problem_id}" + ("" if row.model_config == MODEL_CONFIG else f" ({row.model_config})")
+
+
+def move_notes(moves: pd.DataFrame) -> list[str]:
+    """:func:`kernel_moves` in sentences: how far the kernel files present in both runs moved (the band), and for each
+    changed kernel its change and whether it lies inside that band (no evidence either way) or outside it."""
+    same, changed = moves[moves["same_file"]], moves[~moves["same_file"]]
+    if not len(same):
+        notes = ["no kernel file is in both runs: there is no band to judge a change by"]
+        lo = hi = None
+    else:
+        lo, hi = same["delta_us"].min(), same["delta_us"].max()
+        files = ", ".join(_label(r) for r in same.itertuples())
+        notes = [(f"kernel files in both runs: {len(same)} (problems {files}); they moved {lo:+.0f} to {hi:+.0f} us "
+                  f"({same['after_over_before'].min():.2f}-{same['after_over_before'].max():.2f}x), the band a "
+                  f"changed kernel must leave")]
+    for r in changed.itertuples():
+        where = ""
+        if lo is not None:
+            where = (": inside the band" if lo <= r.delta_us <= hi
+                     else (": below the band" if r.delta_us < lo else ": above the band"))
+        notes.append(f"changed kernel {_label(r)}: {r.before_ms:.3f} -> {r.after_ms:.3f} ms ({r.delta_us:+.0f} us, "
+                     f"{r.after_over_before:.2f}x){where}")
+    return notes
+
+
+def gather_bandwidth(machine: dict) -> float | None:
+    """The machine's measured gather bandwidth (bytes/s, ``details.gather_bytes_per_s``); ``None`` where the machine
+    was measured before it was recorded."""
+    value = ((machine or {}).get("details") or {}).get("gather_bytes_per_s")
+    return float(value) if value else None
+
+
+def achieved_bandwidth(folder: str | Path) -> pd.DataFrame:
+    """Per memory-bound problem: compulsory ``bytes`` (``floors.jsonl``), our median, what that is as a bandwidth
+    (``achieved_bytes_per_s`` = bytes / ours) and as fractions of the copy bandwidth (``over_copy``, = floor / ours)
+    and of the gather bandwidth (``over_gather``; NaN without one), whether the problem gathers rows
+    (:data:`GATHER_PROBLEMS`) and ``ours_over_gather_floor`` = ours / (bytes / gather bandwidth): what ours / floor
+    would be were the floor taken at the gather bandwidth (it is not; below 1 means ours beats that rate)."""
+    folder = Path(folder)
+    table, machine = load_run(folder)
+    floors = load_floors(folder)
+    copy_bw = (machine or {}).get("bandwidth_bytes_per_s")
+    gather_bw = gather_bandwidth(machine)
+    rows = []
+    for r in table[table["bound"] == "memory"].itertuples():
+        match = floors[floors["problem_id"] == r.problem_id]
+        nbytes = float(match["bytes"].iloc[-1]) if len(match) and "bytes" in match else float("nan")
+        achieved = nbytes / (r.ours_ms * 1e-3) if r.ours_ms == r.ours_ms and r.ours_ms else float("nan")
+        rows.append({"problem_id": r.problem_id, "problem": r.problem, "gathers": r.problem_id in GATHER_PROBLEMS,
+                     "bytes": nbytes, "ours_ms": r.ours_ms, "achieved_bytes_per_s": achieved,
+                     "over_copy": achieved / copy_bw if copy_bw else float("nan"),
+                     "over_gather": achieved / gather_bw if gather_bw else float("nan"),
+                     "ours_over_gather_floor": gather_bw / achieved if gather_bw else float("nan")})
+    return pd.DataFrame(rows, columns=["problem_id", "problem", "gathers", "bytes", "ours_ms", "achieved_bytes_per_s",
+                                       "over_copy", "over_gather", "ours_over_gather_floor"])
+
+
+def gather_notes(bandwidth: pd.DataFrame, machine: dict) -> list[str]:
+    """The gather bandwidth in sentences (numbers from ``machine.json`` and :func:`achieved_bandwidth`): its value
+    against the copy's, and which of our gather kernels reach more than it in compulsory bytes per second."""
+    gather_bw = gather_bandwidth(machine)
+    if gather_bw is None:
+        return ["gather bandwidth not measured for this machine (machine.json predates it)"]
+    details = machine.get("details") or {}
+    copy_bw = machine["bandwidth_bytes_per_s"]
+    notes = [(f"gather bandwidth (index_select of {details.get('gather_n', 0):,} random "
+              f"{details.get('gather_row_bytes', 0)}-byte rows of a {details.get('gather_rows', 0):,}-row table, "
+              f"read + written bytes, fastest call): {gather_bw / 1e9:.1f} GB/s = {gather_bw / copy_bw:.3f} of the "
+              f"copy bandwidth ({copy_bw / 1e9:.1f} GB/s)")]
+    gathers = bandwidth[bandwidth["gathers"] & bandwidth["over_gather"].notna()]
+    above = gathers[gathers["over_gather"] > 1]
+    if len(gathers):
+        notes.append("our gather kernels in compulsory bytes per second: "
+                     + ", ".join(f"{r.problem_id}: {r.achieved_bytes_per_s / 1e9:.0f} GB/s ({r.over_gather:.2f}x the "
+                                 f"gather bandwidth)" for r in gathers.itertuples()))
+        notes.append(("above the gather bandwidth: " + ", ".join(str(i) for i in above["problem_id"])
+                      + ", so index_select's rate is no ceiling for a gather kernel here; a floor taken at it would "
+                        "put these kernels below their floor")
+                     if len(above) else "none of our gather kernels exceeds the gather bandwidth")
+    return notes
+
+
+def variant_notes(table: pd.DataFrame) -> list[str]:
+    """:func:`variants` in sentences, one per variant: its median and interquartile range beside ours, and both
+    speedups over eager with their intervals (the same eager timing: same run, same reference)."""
+    if not len(table):
+        return ["no variant candidates in this run (only ours, model configuration " + MODEL_CONFIG + ")"]
+
+    def ci(low, high):
+        return f" [{low:.2f}, {high:.2f}]" if low == low and high == high else ""
+
+    notes = []
+    for r in table.itertuples():
+        if r.ours_ms != r.ours_ms:
+            notes.append(f"problem {r.problem_id} {r.model_config}: {r.variant_ms:.3f} ms; no record of ours to "
+                         "compare")
+            continue
+        verdict = "correct" if r.correct else "NOT correct"
+        iqr = ("interquartile ranges disjoint" if r.iqr_disjoint is True else "interquartile ranges overlap"
+               if r.iqr_disjoint is False else "interquartile ranges not recorded")
+        notes.append(
+            f"problem {r.problem_id} {r.model_config} ({verdict}): {r.variant_ms:.3f} ms (IQR {r.variant_q1_ms:.3f}-"
+            f"{r.variant_q3_ms:.3f}) against ours {r.ours_ms:.3f} ms ({r.ours_q1_ms:.3f}-{r.ours_q3_ms:.3f}), "
+            f"{r.variant_over_ours:.2f}x ours' time, {iqr}; speedup vs eager {r.variant_speedup_vs_eager:.2f}x"
+            f"{ci(r.variant_speedup_ci_low, r.variant_speedup_ci_high)} against ours {r.ours_speedup_vs_eager:.2f}x"
+            f"{ci(r.ours_speedup_ci_low, r.ours_speedup_ci_high)}")
+    return notes

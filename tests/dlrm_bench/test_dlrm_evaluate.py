@@ -1,6 +1,7 @@
 """DLRM-Bench through the project's one evaluation path: ``evaluate_batch`` on a CPU (Triton interpreter) at a tiny
 scale, with our kernels for problems 1, 5 and 11 (fp32, fp32, bf16), a deliberately wrong kernel, and an in-place
-(mutating) variant of problem 5. Nothing is mocked: worker and reference processes run as in ``kbstudy eval``."""
+(mutating) variant of problem 5; and ``gpu_run --candidates`` end to end for problem 8 (variants measured beside our
+kernel). Nothing is mocked: worker and reference processes run as in ``kbstudy eval``."""
 
 from __future__ import annotations
 
@@ -119,3 +120,48 @@ def test_problem5_reference_does_not_mutate_its_inputs():
     assert torch.equal(rows, torch.unique(inputs[0]))
     assert new_weight.shape == (rows.numel(), inputs[2].shape[1]) and new_momentum.shape == rows.shape
     assert bool((new_momentum > inputs[3][rows]).all())  # the state grew on every touched row
+
+
+def test_gpu_run_candidates_measured_beside_ours(tmp_path, capsys):
+    """``gpu_run --candidates DIR``: the folder's kernels (model configuration = the folder's name) are evaluated in the
+    same run as ours, for the problems asked for. An edited copy of our problem-8 kernel is measured on its own; an
+    identical copy is measured once with ours and recorded under its own configuration (``measurement_of``). Notebook
+    4's table keeps ours; ``report.variants`` lists the other two beside it."""
+    from kbstudy.dlrm_bench import KERNELS_DIR, gpu_run, report
+
+    name = "level_5_problem_8_sample_0_kernel.py"
+    source = (KERNELS_DIR / name).read_text()
+    edited, copy = tmp_path / "kbstudy-triton-p8-edited", tmp_path / "kbstudy-triton-p8-copy"
+    for folder, text in ((edited, source + "\n# a variant: another file, the same kernel\n"), (copy, source)):
+        folder.mkdir()
+        (folder / name).write_text(text)
+    out = tmp_path / "dlrm"
+    assert gpu_run.main(["--device", "cpu", "--size-scale", str(SCALE), "--problems", "8", "--out", str(out),
+                         "--run-name", "dlrm-variants-test", "--candidates", str(edited), "--candidates", str(copy),
+                         "--machine-reps", "1", "--no-progress"]) == 0
+
+    rows = {r["model_config"]: r for r in RecordStore(out).evaluations()}
+    assert set(rows) == {MODEL_CONFIG, edited.name, copy.name}
+    for config, r in rows.items():
+        assert r["problem_id"] == 8 and r["run"] == "dlrm-variants-test" and r["precision"] == "fp32"
+        assert r["candidate_id"] == f"{config}/L{DLRM_LEVEL}/8/s0"
+        assert r["outcome"] == "evaluated" and r["kernelbench_correct"] and r["kbstudy_correct"], r["error_message"]
+        assert r["candidate_ms_median"] > 0
+    ours, ed, cp = rows[MODEL_CONFIG], rows[edited.name], rows[copy.name]
+    assert ed["candidate_sha256"] != ours["candidate_sha256"] and ed["key"] != ours["key"]
+    assert "measurement_of" not in ed["metadata"]  # measured in a worker of its own
+    assert cp["candidate_sha256"] == ours["candidate_sha256"] and cp["key"] == ours["key"]
+    assert cp["metadata"]["measurement_of"]["model_config"] == MODEL_CONFIG
+    assert cp["candidate_ms_median"] == ours["candidate_ms_median"]
+    printed = capsys.readouterr().out
+    for config in rows:
+        assert f'[8, "{config}", "fp32", "evaluated", true, true' in printed
+
+    table, _ = report.load_run(out)
+    assert table["problem_id"].tolist() == [8] and table["ours_ms"].iloc[0] == ours["candidate_ms_median"]
+    variants = report.variants(out).set_index("model_config")
+    assert sorted(variants.index) == sorted([edited.name, copy.name])
+    assert (variants["ours_ms"] == ours["candidate_ms_median"]).all() and variants["correct"].all()
+    assert variants.loc[edited.name, "variant_ms"] == ed["candidate_ms_median"]
+    assert variants.loc[copy.name, "variant_over_ours"] == 1.0
+    assert variants["ours_over_floor"].notna().all() and variants["variant_over_floor"].notna().all()

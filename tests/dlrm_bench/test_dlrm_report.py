@@ -102,3 +102,95 @@ def test_compare_runs(tmp_path):
     assert change.drop(index=1)["after_over_before"].to_numpy() == pytest.approx(0.5)
     assert (change["eager_after_over_before"] == 1).all()
     assert change["before_correct"].tolist() == before.set_index("problem_id").loc[change.index, "correct"].tolist()
+
+
+def _rewrite_records(folder: Path, edit) -> None:
+    """Apply ``edit(rows) -> rows`` to the folder's evaluation records."""
+    path = folder / "evaluations.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    path.write_text("".join(json.dumps(r) + "\n" for r in edit(rows)))
+
+
+def _with_variant_and_changed_kernel(rows):
+    """Problem 3's kernel replaced (another file, half the time); a variant of problem 1 at twice ours' time."""
+    out = []
+    for r in rows:
+        if r["problem_id"] == 3:
+            r = {**r, "candidate_sha256": "c" * 64, "candidate_ms_median": r["candidate_ms_median"] / 2}
+        out.append(r)
+        if r["problem_id"] == 1:
+            v = {**r, "model_config": "variant-x", "candidate_id": "variant-x/L5/1/s0", "candidate_sha256": "v" * 64}
+            for key in ("candidate_ms_median", "candidate_ms_q1", "candidate_ms_q3"):
+                v[key] = r[key] * 2
+            v["speedup_vs_eager"] = r["speedup_vs_eager"] / 2
+            out.append(v)
+    return out
+
+
+def test_variants_and_kernel_moves(tmp_path):
+    """Variant records (``gpu_run --candidates``) stay out of ``load_run``'s table and are listed beside ours by
+    ``variants``; ``kernel_moves`` marks the kernel files both runs hold and ``move_notes`` judges a changed kernel
+    against how far those moved."""
+    before_dir = _run_copy(tmp_path / "a")
+    after_dir = _run_copy(tmp_path / "b")
+    _rewrite_records(after_dir, _with_variant_and_changed_kernel)
+    before, _ = report.load_run(before_dir)
+    after, _ = report.load_run(after_dir)
+    assert len(after) == 12  # ours only: the variant is not a thirteenth problem
+    pd.testing.assert_frame_equal(after[after["problem_id"] != 3].reset_index(drop=True),
+                                  before[before["problem_id"] != 3].reset_index(drop=True))
+    assert report.variants(before_dir).empty
+    assert report.variant_notes(report.variants(before_dir))[0].startswith("no variant candidates")
+
+    v = report.variants(after_dir)
+    assert v["model_config"].tolist() == ["variant-x"] and v["correct"].tolist() == [True]
+    ours1 = before.set_index("problem_id").loc[1]
+    assert v["ours_ms"].iloc[0] == ours1["ours_ms"] and v["variant_over_ours"].iloc[0] == pytest.approx(2.0)
+    assert v["variant_over_floor"].iloc[0] == pytest.approx(2 * ours1["ours_over_floor"])
+    assert v["iqr_disjoint"].iloc[0] == bool(2 * ours1["ours_q1_ms"] > ours1["ours_q3_ms"])
+    assert report.variant_notes(v)[0].startswith("problem 1 variant-x (correct): ")
+
+    moves = report.kernel_moves(before_dir, after_dir).set_index(["problem_id", "model_config"])
+    assert len(moves) == 13
+    changed = moves[~moves["same_file"]]
+    assert sorted(changed.index) == [(1, "variant-x"), (3, "kbstudy-triton")]
+    assert (moves[moves["same_file"]]["delta_us"] == 0).all()
+    assert moves.loc[(3, "kbstudy-triton"), "after_over_before"] == pytest.approx(0.5)
+    assert moves.loc[(1, "variant-x"), "after_over_before"] == pytest.approx(2.0)  # against ours there
+    notes = report.move_notes(moves.reset_index())
+    assert notes[0].startswith("kernel files in both runs: 11 (problems 1, 2, 4, ")
+    assert "moved +0 to +0 us" in notes[0]
+    assert notes[1].startswith("changed kernel 1 (variant-x): ") and notes[1].endswith(": above the band")
+    assert notes[2].startswith("changed kernel 3: ") and notes[2].endswith(": below the band")
+    # a run with no file in common: no band
+    assert report.move_notes(moves.reset_index().assign(same_file=False))[0].startswith("no kernel file is in both")
+
+
+def test_achieved_and_gather_bandwidth(tmp_path):
+    """Compulsory bytes over our median as a bandwidth, against the copy's and the measured gather bandwidth; the
+    committed CPU machine predates the gather measurement, so its view says so."""
+    run = _run_copy(tmp_path / "a")
+    table, machine = report.load_run(run)
+    bw = report.achieved_bandwidth(run)
+    assert bw["problem_id"].tolist() == table.loc[table["bound"] == "memory", "problem_id"].tolist()
+    assert bw["over_gather"].isna().all()
+    not_measured = "gather bandwidth not measured for this machine (machine.json predates it)"
+    assert report.gather_notes(bw, machine) == [not_measured]
+    floors = report.load_floors(run).set_index("problem_id")
+    mem = table[table["bound"] == "memory"].set_index("problem_id")
+    achieved = floors.loc[mem.index, "bytes"] / (mem["ours_ms"] * 1e-3)
+    assert bw["achieved_bytes_per_s"].to_numpy() == pytest.approx(achieved.to_numpy())
+    # over_copy is floor / ours for a memory-bound problem (the floor is bytes / copy bandwidth)
+    assert bw["over_copy"].to_numpy() == pytest.approx((1 / mem["ours_over_floor"]).to_numpy())
+    assert bw.set_index("problem_id")["gathers"].to_dict() == {i: i <= 6 for i in mem.index}
+
+    gather = float(achieved.loc[3]) / 2  # our problem-3 kernel at twice the gather bandwidth
+    machine["details"].update(gather_bytes_per_s=gather, gather_n=100, gather_rows=1000, gather_row_bytes=512)
+    (run / "machine.json").write_text(json.dumps(machine))
+    bw = report.achieved_bandwidth(run).set_index("problem_id")
+    assert bw.loc[3, "over_gather"] == pytest.approx(2.0) and bw.loc[3, "ours_over_gather_floor"] == pytest.approx(0.5)
+    notes = report.gather_notes(bw.reset_index(), machine)
+    assert notes[0].startswith("gather bandwidth (index_select of 100 random 512-byte rows of a 1,000-row table")
+    assert "3: " in notes[1] and "(2.00x the gather bandwidth)" in notes[1]
+    above = [str(i) for i in bw.index if bw.loc[i, "gathers"] and bw.loc[i, "over_gather"] > 1]
+    assert notes[2].startswith("above the gather bandwidth: " + ", ".join(above) + ", so index_select's rate")
