@@ -270,10 +270,11 @@ def _measure_gather(dev, timer, reps: int, gather_rows: int | None, gather_n: in
 
     Why: problems 1-6 are random row gathers (and scatters), and DRAM serves those worse than a stream: each 512-byte
     row opens a DRAM page of its own and is moved as separate 32-byte sectors spread over banks and channels, so
-    row-activation and scheduling overheads that a sequential copy amortises are paid per row. The gather bandwidth is
-    therefore the ceiling a gather kernel can actually reach on this machine; ``gather_bytes_per_s /
-    bandwidth_bytes_per_s`` says how far below the copy-bandwidth floor that ceiling lies. The floors keep the copy
-    bandwidth (their definition is unchanged); this is an extra column a report may show beside them.
+    row-activation and scheduling overheads that a sequential copy amortises are paid per row. What this measures is
+    ``index_select``'s achieved rate, a reference point and **not a ceiling**: on the H200 (1663 GB/s, 0.39 of the copy
+    bandwidth, ``outputs/records/h200-dlrm-s6-loaded``) our problem-3 kernel moved its bytes 1.54x faster, since more
+    rows in flight per SM hide more of the per-row latency. The floors keep the copy bandwidth (their definition is
+    unchanged); this is an extra column a report may show beside them.
     """
     import torch
 
