@@ -5,13 +5,18 @@ two problem versions, and evaluation throughput. Pure pandas over evaluation rec
 *attempts* (``kbstudy.scoring.attempts``: every record except ``skipped`` and ``reference_error``):
 
 * ``correct_pct``: 100 * #correct / n under the chosen verdict (kbstudy's by default);
-* ``verified_speedups``: #(correct and speedup > 1), the kernels that are both verified and faster than the
-  baseline (PyTorch eager by default), i.e. the numerator of fast_1; ``verified_speedup_median``: the median
-  speedup among those;
+* ``verified_speedups``: #(correct, speedup > 1 and the speedup verified), the kernels that are correct and
+  verifiably faster than the baseline (PyTorch eager by default): the interval excludes 1 and clears the noise margin
+  (``kbstudy.scoring.attempts``'s ``verified``), i.e. the numerator of fast_1 and ``summarize``'s
+  ``n_verified_faster``; ``verified_speedup_median``: the median speedup among those. A point estimate above 1
+  that the rule does not verify (e.g. ``null:reference`` at 1.01) is not a speedup;
 * ``conv_solved``: convolution problems with a correct kernel (of ``conv_n`` attempted), ``conv_faster``: of those,
-  faster than the baseline;
+  verifiably faster than the baseline;
 * per operator category (:func:`category_table`, the paper's eight categories, ``kbstudy.problems.paper_category``):
   n, correct, verified speedups and their median.
+
+:func:`coverage` says how much of the leaderboard the records hold (the run is made phase by phase: until it ends, the
+table is of the problems measured so far).
 
 **dtype support** (:func:`dtype_status`): at bf16 or fp16, a kernel hard-coded to float32 is not a wrong bf16 kernel
 but no bf16 kernel at all. A record is ``float32_only`` when the evaluator skipped it for that reason
@@ -143,6 +148,12 @@ def _by_list(by) -> list[str]:
     return [by] if isinstance(by, str) else list(by)
 
 
+def _verified_faster(att: pd.DataFrame) -> pd.Series:
+    """Rows of :func:`kbstudy.scoring.attempts` that are correct, faster than the baseline and verified (the
+    numerator of fast_1)."""
+    return (att["speedup"] > 1) & att["verified"].astype(bool)
+
+
 def headline_table(frame: pd.DataFrame, configs: Sequence[str] | None = None, *,
                    by: str | Sequence[str] = ("model_config", "problem_version", "precision"),
                    correctness: str = "kbstudy", baseline: str = "eager") -> pd.DataFrame:
@@ -152,7 +163,9 @@ def headline_table(frame: pd.DataFrame, configs: Sequence[str] | None = None, *,
         frame: evaluation records (one size scale and hardware; :func:`load_records`).
         configs: keep these model configurations, in this order (``None``: all, sorted).
         by: grouping columns; must include ``model_config``.
-        correctness, baseline: as :func:`kbstudy.scoring.attempts`.
+        correctness, baseline: as :func:`kbstudy.scoring.attempts`; speedups are verified by its rule, with each
+            hardware's noise margin from the ``null:reference`` records of ``frame`` (also when ``configs`` leaves
+            them out).
 
     Returns ``by``..., ``n`` (attempts), ``n_correct``, ``correct_pct`` (0-100), ``kernelbench_correct_pct``,
     ``verified_speedups``, ``verified_speedup_median``, ``speedup_median`` (all correct kernels),
@@ -161,9 +174,10 @@ def headline_table(frame: pd.DataFrame, configs: Sequence[str] | None = None, *,
     """
     by = _by_list(by)
     data = with_categories(frame)
-    if configs is not None:
-        data = data[data["model_config"].isin(list(configs))]
+    # scored before the configurations are picked: the noise margin comes from the hardware's null:reference records
     att = scoring.attempts(data, by=by, correctness=correctness, baseline=baseline)
+    if configs is not None:
+        att = att[att["model_config"].isin(list(configs))].copy()
     att["dtype_status"] = dtype_status(att) if len(att) else pd.Series(dtype=object)
     att["kb_ok"] = _as_bool(att["kernelbench_correct"]) & att["attempted"]
     rows = []
@@ -172,7 +186,7 @@ def headline_table(frame: pd.DataFrame, configs: Sequence[str] | None = None, *,
         f32 = g["dtype_status"] == "float32_only"
         tried = g[g["attempted"]]
         n = len(tried)
-        faster = tried[tried["speedup"] > 1]
+        faster = tried[_verified_faster(tried)]
         conv = tried[tried["paper_category"] == "convolution"]
         ok_dtype = tried[~f32.loc[tried.index]]
         row = dict(zip(by, keys))
@@ -184,7 +198,7 @@ def headline_table(frame: pd.DataFrame, configs: Sequence[str] | None = None, *,
             verified_speedup_median=float(faster["speedup"].median()) if len(faster) else np.nan,
             speedup_median=float(tried["speedup"].median()) if tried["speedup"].notna().any() else np.nan,
             fast_1=len(faster) / n if n else np.nan,
-            conv_n=len(conv), conv_solved=int(conv["correct"].sum()), conv_faster=int((conv["speedup"] > 1).sum()),
+            conv_n=len(conv), conv_solved=int(conv["correct"].sum()), conv_faster=int(_verified_faster(conv).sum()),
             n_float32_only=int(f32.sum()),
             correct_pct_dtype_ok=100.0 * ok_dtype["correct"].sum() / len(ok_dtype) if len(ok_dtype) else np.nan,
         )
@@ -204,22 +218,22 @@ def category_table(frame: pd.DataFrame, configs: Sequence[str] | None = None, *,
                    by: str | Sequence[str] = ("model_config", "problem_version", "precision"),
                    correctness: str = "kbstudy", baseline: str = "eager") -> pd.DataFrame:
     """Per group of ``by`` and paper category (all eight, also those with no attempt): ``n``, ``n_correct``,
-    ``verified_speedups`` (correct and speedup > 1) and ``verified_speedup_median``. Long format; pivot for a wide
-    table."""
+    ``verified_speedups`` (correct, speedup > 1, verified: as :func:`headline_table`) and
+    ``verified_speedup_median``. Long format; pivot for a wide table."""
     from kbstudy.problems import PAPER_CATEGORIES
 
     by = _by_list(by)
     data = with_categories(frame)
+    att = scoring.attempts(data, by=by, correctness=correctness, baseline=baseline)  # margin: as headline_table
     if configs is not None:
-        data = data[data["model_config"].isin(list(configs))]
-    att = scoring.attempts(data, by=by, correctness=correctness, baseline=baseline)
+        att = att[att["model_config"].isin(list(configs))]
     att = att[att["attempted"]]
     rows = []
     for keys, g in att.groupby(by, sort=True, dropna=False):
         keys = keys if isinstance(keys, tuple) else (keys,)
         for cat in PAPER_CATEGORIES:
             c = g[g["paper_category"] == cat]
-            faster = c[c["speedup"] > 1]
+            faster = c[_verified_faster(c)]
             rows.append({**dict(zip(by, keys)), "category": cat, "n": len(c), "n_correct": int(c["correct"].sum()),
                          "verified_speedups": len(faster),
                          "verified_speedup_median": float(faster["speedup"].median()) if len(faster) else np.nan})
@@ -286,9 +300,14 @@ def throughput(frame: pd.DataFrame, *, by: str | Sequence[str] = ("run", "hardwa
             than a device call's start and builds.
 
     Returns ``by``..., ``records``, ``bursts``, ``gpu_minutes``, ``kernels_per_gpu_minute``, ``worker_minutes``,
-    ``kernels_per_worker_minute``, ``median_s_per_kernel`` (within bursts: the gap between consecutive records) and
-    the total seconds of each worker stage (``stage_<name>_s``) from ``metadata.stage_seconds``. Records without a
+    ``kernels_per_worker_minute``, ``median_s_per_kernel`` (within bursts: the gap between consecutive records),
+    ``start_utc`` and ``end_utc`` (the first burst's start, the last record's time; ISO 8601) and the total seconds of
+    each worker stage (``stage_<name>_s``) from ``metadata.stage_seconds``; rows sorted by ``by``. Records without a
     timestamp are left out; skipped records (never run) are left out.
+
+    Per device call: add ``git_commit`` to ``by`` and sort by ``start_utc`` (each call of a GPU script records the
+    commit it ran, and the records are committed between calls, so consecutive calls differ; grouped by run alone,
+    two calls less than ``gap_s`` apart, e.g. on a warm machine, make one burst that counts the time between them).
     """
     by = _by_list(by)
     data = frame[frame["outcome"] != "skipped"].copy()
@@ -310,10 +329,12 @@ def throughput(frame: pd.DataFrame, *, by: str | Sequence[str] = ("run", "hardwa
             for stage, sec in (_meta(m, "stage_seconds") or {}).items():
                 stages[f"stage_{stage}_s"] = stages.get(f"stage_{stage}_s", 0.0) + float(sec or 0.0)
         row = dict(zip(by, keys))
+        first = pd.Timestamp(t[0] - wall[0], unit="s", tz="UTC").floor("s")
         row.update(records=len(g), bursts=len(starts), gpu_minutes=seconds / 60.0,
                    kernels_per_gpu_minute=len(g) / (seconds / 60.0) if seconds > 0 else np.nan,
                    worker_minutes=float(wall.sum()) / 60.0,
                    kernels_per_worker_minute=len(g) / (wall.sum() / 60.0) if wall.sum() > 0 else np.nan,
-                   median_s_per_kernel=float(np.median(inside)) if len(inside) else np.nan, **stages)
+                   median_s_per_kernel=float(np.median(inside)) if len(inside) else np.nan,
+                   start_utc=first.isoformat(), end_utc=g["t"].iloc[-1].isoformat(), **stages)
         rows.append(row)
     return pd.DataFrame(rows)

@@ -47,6 +47,17 @@ def save_figure(fig, path_stem: str | Path) -> list[Path]:
     return [png, svg]
 
 
+def fixed_palette(names) -> dict:
+    """One colour per name (sorted, duplicates once) from the study's colorblind palette, cycling past its ten
+    colours: pass as ``palette=`` (and its keys as ``hue_order=``) to every panel of a figure, so that a name keeps its
+    colour where a panel lacks some names (seaborn otherwise numbers the hue levels of each panel afresh)."""
+    import seaborn as sns
+
+    ordered = sorted({str(n) for n in names})
+    colours = sns.color_palette("colorblind", max(len(ordered), 1))
+    return {name: colours[i % len(colours)] for i, name in enumerate(ordered)}
+
+
 # ------------------------------------------------------------------------------------------------ notebook helpers
 
 

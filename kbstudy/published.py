@@ -340,6 +340,57 @@ def published_agreement(compared: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def id_ranges(ids: Iterable[int]) -> str:
+    """Problem ids as compact ranges: ``[1, 2, 3, 5, 7, 8]`` -> ``"1-3, 5, 7-8"``; ``"-"`` for none."""
+    values = sorted({int(i) for i in ids})
+    if not values:
+        return "-"
+    parts, start, prev = [], values[0], values[0]
+    for v in values[1:] + [None]:
+        if v is not None and v == prev + 1:
+            prev = v
+            continue
+        parts.append(f"{start}-{prev}" if prev > start else f"{start}")
+        if v is not None:
+            start = prev = v
+    return ", ".join(parts)
+
+
+def coverage(frame: pd.DataFrame, published: pd.DataFrame, configs: Iterable[str] | None = None, *,
+             versions: Iterable[str] = ("current", "v0"), precisions: Iterable[str] = ("fp32", "bf16"),
+             size_scale: float = 1.0) -> pd.DataFrame:
+    """How much of the leaderboard the records hold, per model configuration, problem version and precision: a
+    partial run (made phase by phase) gives tables of the problems measured so far, which this says.
+
+    A published kernel counts as measured when ``frame`` has a record of it (same level, problem_id, model_config
+    and ``candidate_sha256``; any outcome, ``skipped`` included) at that version, precision and ``size_scale``.
+
+    Args:
+        frame: evaluation records (:func:`kbstudy.headline.load_records`).
+        published: :func:`load_published` (its levels are the ones counted).
+        configs: these configurations, in this order (``None``: every configuration of ``published``, sorted).
+        versions, precisions: the grid of runs; every combination gets a row, measured or not.
+
+    Returns ``model_config``, ``problem_version``, ``precision``, ``published`` (the configuration's kernels),
+    ``with_record``, ``missing`` and ``problems`` (the problem ids with a record, :func:`id_ranges`).
+    """
+    configs = sorted(published["model_config"].unique()) if configs is None else list(configs)
+    keys = ["level", "problem_id", "model_config", "candidate_sha256"]
+    ours = frame[pd.to_numeric(frame["size_scale"]) == float(size_scale)]
+    rows = []
+    for config in configs:
+        kernels = published[published["model_config"] == config][keys]
+        for version in versions:
+            for precision in precisions:
+                part = ours[(ours["problem_version"] == version) & (ours["precision"] == precision)]
+                hit = kernels.merge(part[keys].drop_duplicates(), on=keys, how="inner")
+                rows.append({"model_config": config, "problem_version": version, "precision": precision,
+                             "published": len(kernels), "with_record": len(hit),
+                             "missing": len(kernels) - len(hit), "problems": id_ranges(hit["problem_id"])})
+    return pd.DataFrame(rows, columns=["model_config", "problem_version", "precision", "published", "with_record",
+                                       "missing", "problems"])
+
+
 # ------------------------------------------------------------------------------------------------ baselines
 
 

@@ -275,6 +275,8 @@ def register(app) -> None:
     def throughput_command(
         records: List[Path] = typer.Argument(..., help="record folders"),
         gap_s: float = typer.Option(300.0, help="a gap longer than this (s) between records starts a new burst"),
+        per_call: bool = typer.Option(False, "--per-call", help="one row per device call (run, hardware and the "
+                                                                 "records' git_commit), with its start time"),
     ) -> None:
         """Kernels evaluated per GPU-minute, per run and hardware, from the records' timestamps."""
         from kbstudy.headline import load_records, throughput
@@ -283,7 +285,11 @@ def register(app) -> None:
         if frame.empty:
             typer.secho("error: no evaluation records", fg=typer.colors.RED, err=True)
             raise typer.Exit(code=2)
-        table = throughput(frame, gap_s=gap_s)
-        cols = ["run", "hardware", "records", "bursts", "gpu_minutes", "kernels_per_gpu_minute", "worker_minutes",
-                "median_s_per_kernel"]
+        by = ["run", "hardware", "git_commit"] if per_call else ["run", "hardware"]
+        table = throughput(frame, by=by, gap_s=gap_s)
+        if per_call:
+            table = table.sort_values(["start_utc", *by], kind="stable")
+            table["git_commit"] = table["git_commit"].astype(str).str[:7]
+        cols = [*by, *(["start_utc"] if per_call else []), "records", "bursts", "gpu_minutes",
+                "kernels_per_gpu_minute", "worker_minutes", "median_s_per_kernel"]
         typer.echo(table[cols].round(3).to_string(index=False))

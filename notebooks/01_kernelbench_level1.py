@@ -226,6 +226,10 @@ show(pass_k)
 # convolutions solved (correct) and sped up. The denominator n is the configuration's attempts, as above.
 # `n_float32_only` counts the bf16 attempts of kernels hard-coded to float32 (next section), and
 # `correct_pct_dtype_ok` is the correct rate without them.
+#
+# The GPU run is made phase by phase, so until it ends the table holds only the problems measured so far. The
+# coverage table first says, per configuration, problem version and precision, how many of its published kernels have
+# a record and on which problems (`kbstudy.published.coverage`).
 
 # %%
 kb_dir = project_path(kernelbench_dir)
@@ -249,6 +253,12 @@ else:
     table.to_csv(tables_dir / "headline_leaderboard.csv", index=False)
     print(f"configurations: {configs} (kernels published per configuration: "
           f"{leaderboard[leaderboard['model_config'].isin(configs)]['model_config'].value_counts().to_dict()})")
+    measured = published.coverage(records, leaderboard, configs)
+    measured.to_csv(tables_dir / "leaderboard_coverage.csv", index=False)
+    if measured["missing"].any():
+        print(f"PARTIAL: {measured['with_record'].sum()} of {measured['published'].sum()} (kernel, version, "
+              "precision) evaluations have a record; the tables below are of the problems measured so far")
+    show(measured)
     show(table)
     categories = paper.category_table(records, configs)
     categories.to_csv(tables_dir / "headline_by_category.csv", index=False)
@@ -311,9 +321,12 @@ if leaderboard is not None:
                  .sort_values(["model_config", "problem_id"]))
 if compared:
     fig, axes = plt.subplots(1, len(compared), figsize=(5.5 * len(compared), 4.6), squeeze=False)
+    colours = plots.fixed_palette(pd.concat(list(compared.values()))["model_config"])  # same colours in both panels
     for ax, (version, marked) in zip(axes[0], compared.items()):
         pairs = marked.dropna(subset=["speedup", "published_speedup"])
-        sns.scatterplot(data=pairs, x="published_speedup", y="speedup", hue="model_config", style="changed", ax=ax)
+        sns.scatterplot(data=pairs, x="published_speedup", y="speedup", hue="model_config", style="changed", ax=ax,
+                        palette=colours, hue_order=[c for c in colours if c in set(pairs["model_config"])],
+                        style_order=[False, True])
         lo = min(pairs[["speedup", "published_speedup"]].min().min(), 0.5) / 1.5
         hi = max(pairs[["speedup", "published_speedup"]].max().max(), 2.0) * 1.5
         ax.plot([lo, hi], [lo, hi], color="0.3", linewidth=1)
@@ -387,16 +400,18 @@ else:
 # %% [markdown]
 # ## Throughput
 #
-# Kernels evaluated per GPU-minute (`kbstudy.headline.throughput`; `python -m kbstudy throughput DIR...`): records
-# of a run are grouped into bursts (consecutive records less than 5 minutes apart), and a burst's length runs from
-# its first worker's start to its last record. CUDA builds before a burst and machine start-up are not in it. On a
-# CPU run the "GPU-minutes" are CPU minutes.
+# Kernels evaluated per GPU-minute (`kbstudy.headline.throughput`; `python -m kbstudy throughput --per-call
+# DIR...`), one row per run and device call (the records' `git_commit`), in order: a call's records are grouped into
+# bursts (consecutive records less than 5 minutes apart), and a burst's length runs from its first worker's start
+# to its last record. CUDA builds before a burst and machine start-up are not in it. Runs of one call on two GPUs
+# are two rows, each its own GPU's minutes. On a CPU run the "GPU-minutes" are CPU minutes.
 
 # %%
-rate = paper.throughput(all_levels)
+rate = paper.throughput(all_levels, by=["run", "hardware", "git_commit"]).sort_values("start_utc", kind="stable")
 rate.to_csv(tables_dir / "throughput.csv", index=False)
-show(rate[["run", "hardware", "records", "bursts", "gpu_minutes", "kernels_per_gpu_minute", "worker_minutes",
-           "median_s_per_kernel"]])
+show(rate.assign(git_commit=rate["git_commit"].astype(str).str[:7])[
+    ["run", "hardware", "git_commit", "records", "bursts", "gpu_minutes", "kernels_per_gpu_minute", "worker_minutes",
+     "median_s_per_kernel"]])
 
 # %% [markdown]
 # ## Reading these numbers
