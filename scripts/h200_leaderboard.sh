@@ -112,57 +112,76 @@ if [ "$DRY_RUN" = 1 ]; then
   exit 0
 fi
 
-merge() {
+merge_slot() {  # the records of the phase that ran in slot $1 into $OUT/rec (one record per key; $OUT/rec is a source too)
   python3 -c "import sys; from kbstudy.release import merge_record_folders as m; print(m(sys.argv[1], sys.argv[1:]))" \
-    "$OUT/rec" "$OUT"/work/g* 2>&1 | tail -1
+    "$OUT/rec" "$OUT/work/g$1" 2>&1 | tail -1
 }
 
-# a wave starts only with MIN_LEFT seconds left; past that, bf16 phases still start while MIN_LEFT_CHEAP seconds are
-# left, when the evaluator skips float32-only kernels: every level-1 leaderboard kernel is float32-only, so such a
-# phase only writes `skipped` records (seconds; session 6's last call stopped with 73 s left and two of them pending)
+start_phase() {  # phase, slot, seconds left
+  local phase=$1 slot=$2 left=$3 work="$OUT/work/g$2" cmd
+  rm -rf "$work"; mkdir -p "$work"
+  cp "$OUT/rec/evaluations.jsonl" "$OUT/rec/references.jsonl" "$work/" 2>/dev/null
+  cmd=$(phase_command "$phase" "$work")
+  (
+    [ "$NGPU" -gt 1 ] && export CUDA_VISIBLE_DEVICES=$slot
+    echo "== $phase (GPU slot $slot, $(date -u +%H:%M:%S)): $cmd"
+    timeout -s INT -k 20 $((left - 30)) $cmd
+    rc=$?
+    echo "== $phase rc=$rc ($(date -u +%H:%M:%S))"
+    echo "$rc" > "$work/rc"
+  ) > "$OUT/logs/$phase.log" 2>&1 &
+  slot_pid[$slot]=$!
+  slot_phase[$slot]=$phase
+}
+
+# One phase per GPU slot; a slot takes the next phase as soon as its own ends (session 6's waves of two waited for
+# the slower phase, and the GPUs were busy 63% of the call). A phase starts only with MIN_LEFT seconds left; past
+# that, bf16 phases still start while MIN_LEFT_CHEAP seconds are left, when the evaluator skips float32-only
+# kernels: every level-1 leaderboard kernel is float32-only, so such a phase only writes `skipped` records (seconds;
+# session 6's last call stopped with 73 s left and two of them pending).
 MIN_LEFT=${MIN_LEFT:-90}
 MIN_LEFT_CHEAP=${MIN_LEFT_CHEAP:-30}
 cheap_only=0
+stopped=0
+slot_pid=(); slot_phase=()
 i=0
-while [ "$i" -lt "${#pending[@]}" ]; do
-  left=$((deadline - $(date +%s)))
-  if [ "$left" -lt "$MIN_LEFT" ] && [ "$cheap_only" = 0 ] && [ -n "$SKIP_FLAG" ] && [ "$left" -ge "$MIN_LEFT_CHEAP" ]; then
-    cheap=()
-    for phase in "${pending[@]:$i}"; do [[ $phase == *.bf16 ]] && cheap+=("$phase"); done
-    if [ ${#cheap[@]} -gt 0 ]; then
-      echo "${left} s left: only the ${#cheap[@]} bf16 phases (float32-only kernels skipped) from here"
-      pending=("${pending[@]:0:$i}" "${cheap[@]}")
-      cheap_only=1
+while :; do
+  for ((slot = 0; slot < NGPU; slot++)); do
+    [ -n "${slot_pid[$slot]:-}" ] && continue
+    [ "$stopped" = 0 ] && [ "$i" -lt "${#pending[@]}" ] || continue
+    left=$((deadline - $(date +%s)))
+    if [ "$left" -lt "$MIN_LEFT" ] && [ "$cheap_only" = 0 ] && [ -n "$SKIP_FLAG" ] && [ "$left" -ge "$MIN_LEFT_CHEAP" ]; then
+      cheap=()
+      for phase in "${pending[@]:$i}"; do [[ $phase == *.bf16 ]] && cheap+=("$phase"); done
+      if [ ${#cheap[@]} -gt 0 ]; then
+        echo "${left} s left: only the ${#cheap[@]} bf16 phases (float32-only kernels skipped) from here"
+        pending=("${pending[@]:0:$i}" "${cheap[@]}")
+        cheap_only=1
+      fi
     fi
-  fi
-  if [ "$left" -lt "$MIN_LEFT" ] && { [ "$cheap_only" = 0 ] || [ "$left" -lt "$MIN_LEFT_CHEAP" ]; }; then
-    echo "stopping: ${left} s left"; break
-  fi
-  wave=("${pending[@]:$i:$NGPU}")
-  for slot in "${!wave[@]}"; do
-    phase=${wave[$slot]}
-    work="$OUT/work/g$slot"
-    rm -rf "$work"; mkdir -p "$work"
-    cp "$OUT/rec/evaluations.jsonl" "$OUT/rec/references.jsonl" "$work/" 2>/dev/null
-    cmd=$(phase_command "$phase" "$work")
-    (
-      [ "$NGPU" -gt 1 ] && export CUDA_VISIBLE_DEVICES=$slot
-      echo "== $phase (GPU slot $slot, $(date -u +%H:%M:%S)): $cmd"
-      timeout -s INT -k 20 $((left - 30)) $cmd
-      rc=$?
-      echo "== $phase rc=$rc ($(date -u +%H:%M:%S))"
-      echo "$rc" > "$work/rc"
-    ) > "$OUT/logs/$phase.log" 2>&1 &
+    if [ "$left" -lt "$MIN_LEFT" ] && { [ "$cheap_only" = 0 ] || [ "$left" -lt "$MIN_LEFT_CHEAP" ]; }; then
+      echo "stopping: ${left} s left"; stopped=1; continue
+    fi
+    [ "$i" -lt "${#pending[@]}" ] || continue
+    start_phase "${pending[$i]}" "$slot" "$left"
+    i=$((i + 1))
   done
-  wait
-  for slot in "${!wave[@]}"; do
-    phase=${wave[$slot]}
+  running=0
+  for ((slot = 0; slot < NGPU; slot++)); do
+    pid=${slot_pid[$slot]:-}
+    [ -n "$pid" ] || continue
+    if kill -0 "$pid" 2>/dev/null; then running=1; continue; fi
+    wait "$pid" 2>/dev/null
+    phase=${slot_phase[$slot]}
     rc=$(cat "$OUT/work/g$slot/rc" 2>/dev/null || echo 1)
-    echo "$phase rc=$rc"
+    echo "$phase rc=$rc (slot $slot)"
     [ "$rc" = 0 ] && echo "$phase" >> "$OUT/rec/phases_done.txt"
+    echo "merged: $(merge_slot "$slot")"
+    slot_pid[$slot]=""
+    running=1  # the slot is free: fill it before deciding to end
   done
-  echo "merged: $(merge)"
-  i=$((i + ${#wave[@]}))
+  [ "$running" = 0 ] && break
+  sleep 1
 done
 
 # what comes back: the merged records, the phases done, one log (ninja's per-file build lines left out), a status

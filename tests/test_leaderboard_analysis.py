@@ -273,6 +273,19 @@ def test_gpu_script_spends_its_last_seconds_on_bf16_phases(tmp_path):
     assert "stopping:" in run.stdout and (tmp_path / "noskip" / "rec" / "phases_done.txt").read_text() == ""
 
 
+def test_gpu_script_keeps_every_slot_busy_and_merges_each_phase(tmp_path):
+    """Two GPU slots, three phases: each phase's records are merged when it ends, and a free slot takes the next."""
+    out = tmp_path / "call"
+    run = _script(out, RECORDS_DIR=str(tmp_path / "none"), NGPU="2", CHUNKS="18-18 19-19 20-20", RUN_GROUPS="top5",
+                  PRECISIONS="bf16", VERSIONS="v0", EXTRA_EVAL_ARGS="--device cpu --size-scale 0.0625")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    done = (out / "rec" / "phases_done.txt").read_text().split()
+    assert sorted(done) == ["top5.p018-018.v0.bf16", "top5.p019-019.v0.bf16", "top5.p020-020.v0.bf16"]
+    assert {line.split("(slot ")[1].rstrip(")") for line in run.stdout.splitlines() if "(slot " in line} == {"0", "1"}
+    rows = RecordStore(out / "rec").evaluations_frame()
+    assert rows["key"].is_unique and set(rows["problem_id"]) == {18, 19, 20}
+
+
 def test_h200_study_files_and_notebook_params():
     from kbstudy.study import load_run_inputs, load_study, notebook_parameters, project_path
 
