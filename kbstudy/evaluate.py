@@ -707,7 +707,9 @@ def _profile_candidate(child: Child, cfg: EvalConfig, fields: dict) -> None:
 def _note_integrity(metadata: dict, trial: int, integrity: dict) -> None:
     """Record a trial's integrity findings in the record's metadata: ``inputs_mutated`` (``[[trial, [input
     indices]], ...]``), ``global_state_changes`` (the changes first seen, with their trial), ``stale_output_trials``,
-    and ``storage_reuse_trial`` (the trial that ran on the previous trial's input storage)."""
+    ``storage_reuse_trial`` (the trial that ran on the previous trial's input storage) and ``pristine_on_host``
+    (``[[trial, [input indices]], ...]``: inputs whose pristine copy for the inputs-mutated check had to go to host
+    memory, ``kbstudy.worker.pristine_on_host``; each costs a host round trip in that trial's stage time)."""
     if integrity.get("inputs_mutated"):
         metadata.setdefault("inputs_mutated", []).append([trial, list(integrity["inputs_mutated"])])
     if integrity.get("global_state") and "global_state_changes" not in metadata:
@@ -716,6 +718,8 @@ def _note_integrity(metadata: dict, trial: int, integrity: dict) -> None:
         metadata.setdefault("stale_output_trials", []).append(trial)
     if integrity.get("reused_inputs"):
         metadata["storage_reuse_trial"] = trial
+    if integrity.get("pristine_on_host"):
+        metadata.setdefault("pristine_on_host", []).append([trial, list(integrity["pristine_on_host"])])
 
 
 def _finish(fields: dict, result: dict) -> dict:

@@ -500,6 +500,9 @@ class CandidateWorker:
             "inputs_mutated": [i for i, (x, y) in enumerate(zip(pristine, inputs)) if not inputs_equal(x, y)],
             "global_state": tampered + global_state_diff(self.state_before, global_state_snapshot()),
             "reused_inputs": reused,
+            # where the pristine copies were kept (host memory costs a round trip per call: pristine_on_host)
+            "pristine_on_host": [i for i, x in enumerate(pristine)
+                                 if hasattr(x, "device") and x.device.type == "cpu" and self.device != "cpu"],
         }
         del pristine
         self.last_inputs = inputs

@@ -207,3 +207,16 @@ def test_pristine_copy_is_an_exact_private_copy():
     x[0] = 2.0
     assert not worker.inputs_equal(copy, x)
     assert worker.pristine_copy(7) == 7
+
+
+def test_integrity_notes_say_where_pristine_copies_went():
+    """The worker's per-trial report of host-held pristine copies lands in the record's metadata, per trial."""
+    from kbstudy.evaluate import _note_integrity
+
+    meta: dict = {}
+    _note_integrity(meta, 0, {"inputs_mutated": [], "global_state": [], "reused_inputs": False,
+                              "pristine_on_host": [0]})
+    _note_integrity(meta, 1, {"inputs_mutated": [], "global_state": [], "reused_inputs": True, "pristine_on_host": []})
+    _note_integrity(meta, 2, {"inputs_mutated": [1], "global_state": [], "reused_inputs": False,
+                              "pristine_on_host": [0, 1]})
+    assert meta == {"pristine_on_host": [[0, [0]], [2, [0, 1]]], "storage_reuse_trial": 1, "inputs_mutated": [[2, [1]]]}
