@@ -21,7 +21,7 @@
 # top5: the five largest level-1 configurations; rest: the other two (gemini-1.5-flash's current fp32 kernels were
 # measured before, in outputs/records/h200-level1-fp32, and are measured again here in the same settings).
 # Environment overrides (tests, partial runs): RECORDS_DIR, KB_DIR, NGPU, RUN_TIMEOUT, MIN_LEFT, MIN_LEFT_CHEAP, CHUNKS, RUN_GROUPS,
-# PRECISIONS, VERSIONS, EXTRA_EVAL_ARGS, SKIP_FLAG (the bf16 flag; unset: probe `kbstudy eval --help`), SUMMARY=0
+# PRECISIONS, VERSIONS, EXTRA_EVAL_ARGS, SKIP_FLAG (the bf16 flag; unset: probe kbstudy.evaluate.EvalConfig), SUMMARY=0
 # (no summary table at the end), DRY_RUN=1 (print the commands, run nothing).
 # At most 5 files come back under $OUT: rec/{evaluations,references}.jsonl, rec/phases_done.txt, eval.log, status.txt.
 set -u
@@ -94,7 +94,11 @@ phase_command() {
 # scan_dtype_support; see docs/leaderboard_h200.md): use it when it is there
 if [ -z "${SKIP_FLAG+set}" ]; then
   SKIP_FLAG=""
-  if [ "$DRY_RUN" != 1 ] && python3 -m kbstudy eval --help 2>/dev/null | grep -q -- '--skip-float32-only'; then
+  # (in a dry run too, so that it prints the commands a real call runs)
+  # (the option's name, not `kbstudy eval --help`: rich cuts long option names to the terminal's width, 80 columns
+  # without a terminal, and the grep of the help text never matched)
+  if python3 -c "import sys, dataclasses; from kbstudy.evaluate import EvalConfig
+sys.exit(0 if 'skip_float32_only' in {f.name for f in dataclasses.fields(EvalConfig)} else 1)" 2>/dev/null; then
     SKIP_FLAG=--skip-float32-only
   fi
 fi

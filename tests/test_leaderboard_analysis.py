@@ -223,6 +223,7 @@ def _script(out: Path, **env) -> subprocess.CompletedProcess:
     full = {**os.environ, "OUT": str(out), "KB_DIR": str(KB), "KBSTUDY_GIT_COMMIT": "test", "SKIP_FLAG": "",
             "SUMMARY": "0",
             "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), **env}
+    full = {k: v for k, v in full.items() if v is not None}  # None: unset (e.g. SKIP_FLAG, to let the script probe)
     return subprocess.run(["bash", str(REPO / "scripts" / "h200_leaderboard.sh"), "200"], cwd=REPO, env=full,
                           capture_output=True, text=True, timeout=300)
 
@@ -239,6 +240,15 @@ def test_gpu_script_runs_resumes_and_matches_the_study(tmp_path):
     assert {c.split("--run ")[1].split()[0] for c in commands} == {r.run for r in study.runs}
     assert sum("-c null:reference" in c for c in commands) == 4  # the current fp32 phases of the top five
     assert not (tmp_path / "dry").exists()  # a dry run writes nothing under $OUT
+    # the bf16 phases skip float32-only kernels, in the script (which probes the evaluator for the flag, in a dry run
+    # too) and in the study file alike: the flag is part of the settings key, so both make the same keys
+    probed = _script(tmp_path / "dry", DRY_RUN="1", RECORDS_DIR=str(tmp_path / "none"), SKIP_FLAG=None)
+    bf16 = [c for c in probed.stdout.splitlines() if c.startswith("[") and "--precision bf16" in c]
+    assert len(bf16) == 16 and all("--skip-float32-only" in c for c in bf16)
+    assert all(("--skip-float32-only" in c) == ("--precision bf16" in c) for c in probed.stdout.splitlines()
+               if c.startswith("["))
+    assert {r.run: bool(r.eval.get("skip_float32_only")) for r in study.runs} == {
+        r.run: r.precision == "bf16" for r in study.runs}
     # one real phase on this CPU: the CUDA kernels are recorded as skipped, the phase is marked done, and a second
     # call finds nothing left
     out = tmp_path / "call1"
