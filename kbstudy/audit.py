@@ -383,13 +383,16 @@ def violations(findings):
 
 def candidate_records(evaluations, precisions: Sequence[str] | None = None):
     """The records of real candidates (every ``model_config`` not starting with ``null:``), restricted to
-    ``precisions``; adds ``verdicts`` (:func:`cell_category`)."""
+    ``precisions``; adds ``verdicts`` (:func:`cell_category`) and fills a missing ``problem_version`` with
+    ``"current"``."""
     ev = evaluations[~evaluations.model_config.astype(str).str.startswith("null:")]
     if precisions is not None:
         ev = ev[ev.precision.isin(list(precisions))]
     ev = ev.copy()
     ev["verdicts"] = [cell_category(a, b, o) for a, b, o in zip(ev.kernelbench_correct, ev.kbstudy_correct,
                                                                   ev.outcome)]
+    # records made before problem versions were recorded are of the current problems
+    ev["problem_version"] = ev["problem_version"].fillna("current") if "problem_version" in ev else "current"
     return ev
 
 
@@ -404,7 +407,6 @@ def candidate_reverification(evaluations, precisions: Sequence[str] | None = Non
     cols = ["setting", "precision", "problem_version", "model_config", "records", "skipped", "evaluated",
             "kernelbench_correct", "kbstudy_correct", "kernelbench_only", "kbstudy_only", "failures"]
     ev = candidate_records(evaluations, precisions)
-    ev = ev.assign(problem_version=ev.problem_version.fillna("current") if "problem_version" in ev else "current")
     rows = []
     for (setting, precision, version, config), g in ev.groupby(["setting", "precision", "problem_version",
                                                                 "model_config"], sort=True):
@@ -431,8 +433,7 @@ def disagreements(evaluations, precisions: Sequence[str] | None = None):
     ev = ev[ev.verdicts.isin(["KernelBench only", "kbstudy only"])]
     if not len(ev):
         return pd.DataFrame(columns=cols)
-    ev = ev.assign(detail=ev.metadata.map(lambda m: m.get("kbstudy_detail") if isinstance(m, dict) else None),
-                   problem_version=ev.problem_version.fillna("current") if "problem_version" in ev else "current")
+    ev = ev.assign(detail=ev.metadata.map(lambda m: m.get("kbstudy_detail") if isinstance(m, dict) else None))
     return ev[cols].sort_values(["setting", "precision", "problem_version", "model_config", "level",
                                  "problem_id"]).reset_index(drop=True)
 

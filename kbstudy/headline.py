@@ -148,12 +148,6 @@ def _by_list(by) -> list[str]:
     return [by] if isinstance(by, str) else list(by)
 
 
-def _verified_faster(att: pd.DataFrame) -> pd.Series:
-    """Rows of :func:`kbstudy.scoring.attempts` that are correct, faster than the baseline and verified (the
-    numerator of fast_1)."""
-    return (att["speedup"] > 1) & att["verified"].astype(bool)
-
-
 def headline_table(frame: pd.DataFrame, configs: Sequence[str] | None = None, *,
                    by: str | Sequence[str] = ("model_config", "problem_version", "precision"),
                    correctness: str = "kbstudy", baseline: str = "eager") -> pd.DataFrame:
@@ -186,7 +180,7 @@ def headline_table(frame: pd.DataFrame, configs: Sequence[str] | None = None, *,
         f32 = g["dtype_status"] == "float32_only"
         tried = g[g["attempted"]]
         n = len(tried)
-        faster = tried[_verified_faster(tried)]
+        faster = tried[scoring.verified_faster(tried)]
         conv = tried[tried["paper_category"] == "convolution"]
         ok_dtype = tried[~f32.loc[tried.index]]
         row = dict(zip(by, keys))
@@ -198,7 +192,8 @@ def headline_table(frame: pd.DataFrame, configs: Sequence[str] | None = None, *,
             verified_speedup_median=float(faster["speedup"].median()) if len(faster) else np.nan,
             speedup_median=float(tried["speedup"].median()) if tried["speedup"].notna().any() else np.nan,
             fast_1=len(faster) / n if n else np.nan,
-            conv_n=len(conv), conv_solved=int(conv["correct"].sum()), conv_faster=int(_verified_faster(conv).sum()),
+            conv_n=len(conv), conv_solved=int(conv["correct"].sum()),
+            conv_faster=int(scoring.verified_faster(conv).sum()),
             n_float32_only=int(f32.sum()),
             correct_pct_dtype_ok=100.0 * ok_dtype["correct"].sum() / len(ok_dtype) if len(ok_dtype) else np.nan,
         )
@@ -233,7 +228,7 @@ def category_table(frame: pd.DataFrame, configs: Sequence[str] | None = None, *,
         keys = keys if isinstance(keys, tuple) else (keys,)
         for cat in PAPER_CATEGORIES:
             c = g[g["paper_category"] == cat]
-            faster = c[_verified_faster(c)]
+            faster = c[scoring.verified_faster(c)]
             rows.append({**dict(zip(by, keys)), "category": cat, "n": len(c), "n_correct": int(c["correct"].sum()),
                          "verified_speedups": len(faster),
                          "verified_speedup_median": float(faster["speedup"].median()) if len(faster) else np.nan})

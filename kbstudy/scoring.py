@@ -191,6 +191,12 @@ def attempts(frame: pd.DataFrame, *, by: str | Sequence[str] = "model_config", c
     return out
 
 
+def verified_faster(att: pd.DataFrame) -> pd.Series:
+    """Rows of :func:`attempts` that are correct, faster than the baseline (speedup > 1) and verified: the numerator of
+    fast_1 (``summarize``'s ``n_verified_faster``, ``kbstudy.headline``'s ``verified_speedups``)."""
+    return (att["speedup"] > 1) & att["verified"].astype(bool)
+
+
 def geometric_mean(values: Iterable[float]) -> float:
     """exp(mean(log x)) over positive finite values; NaN for none. Raises ``ValueError`` for a value <= 0."""
     arr = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=float)
@@ -333,7 +339,7 @@ def summarize(frame: pd.DataFrame, by: str | Sequence[str] = "model_config", cor
             n_correct=int(tried["correct"].sum()),
             n_timed=len(speed),
             n_faster=int((speed > 1).sum()),
-            n_verified_faster=int(((tried["speedup"] > 1) & tried["verified"]).sum()),
+            n_verified_faster=int(verified_faster(tried).sum()),
             n_speedup_untested=int((tried["speedup"].notna() & ~tried["significance_tested"]).sum()),
         )
         for p in thresholds:

@@ -107,9 +107,9 @@ def parse_args(argv=None):
     ap.add_argument("--remeasure", action="store_true", help="measure the machine again even if DIR/machine.json "
                                                               "exists for this device")
     ap.add_argument("--candidates", action="append", default=[], metavar="PATH",
-                    help="more candidates to evaluate beside ours (a folder of level_5_problem_<id>_sample_<n>_kernel.py "
-                         "files, model configuration = the folder's name, or a JSONL; repeat), e.g. variants of one "
-                         "kernel measured in the same run")
+                    help="more candidates to evaluate beside ours (a folder of "
+                         "level_5_problem_<id>_sample_<n>_kernel.py files, model configuration = the folder's name, "
+                         "or a JSONL; repeat), e.g. variants of one kernel measured in the same run")
     ap.add_argument("--no-progress", action="store_true", help="no progress bars")
     return ap.parse_args(argv)
 
@@ -197,12 +197,14 @@ def main(argv=None) -> int:
             f"{summary.seconds:.1f} s")
 
     floor_ms = {r["problem_id"]: r["floor_ms"] for r in kept + floors if r["size_scale"] == size_scale}
-    log("summary (id, model configuration, precision, outcome, kernelbench, kbstudy, eager ms, compile ms, ours ms, floor ms):")
+    log("summary (id, model configuration, precision, outcome, kernelbench, kbstudy, eager ms, compile ms, ours ms, "
+        "floor ms):")
     rows = [r for r in store.evaluations() if r.get("run") == run and r.get("size_scale") == size_scale]
     for r in sorted(rows, key=lambda r: r["problem_id"]):
-        print("  " + json.dumps([r["problem_id"], r["model_config"], r["precision"], r["outcome"], r["kernelbench_correct"],
-                                 r["kbstudy_correct"], r["eager_ms_median"], r["compile_ms_median"],
-                                 r["candidate_ms_median"], floor_ms.get(r["problem_id"])]), flush=True)
+        print("  " + json.dumps([r["problem_id"], r["model_config"], r["precision"], r["outcome"],
+                                 r["kernelbench_correct"], r["kbstudy_correct"], r["eager_ms_median"],
+                                 r["compile_ms_median"], r["candidate_ms_median"], floor_ms.get(r["problem_id"])]),
+              flush=True)
     log("done")
     return 0
 
