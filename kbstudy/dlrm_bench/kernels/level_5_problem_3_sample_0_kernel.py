@@ -49,24 +49,66 @@ def _bench(kernel_call, quantiles):
     return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
 
 
-#: the tuned launch arguments per shape key (see :func:`_launch`)
+#: the autotuner's choice per shape key; the compiled kernel per (kernel, key, keyword arguments, specialisation)
+#: (see :func:`_launch`)
 _TUNED = {}
+_COMPILED = {}
+#: direct launches of compiled kernels (off under TRITON_INTERPRET=1, which compiles nothing, or once one has failed)
+_DIRECT = [os.environ.get("TRITON_INTERPRET", "0") != "1"]
+
+
+def _specialization(args):
+    """What Triton compiles a launch for, per positional argument (``triton.runtime.jit``, ``specialize_impl``): a
+    tensor's dtype and 16-byte alignment; an int's equality to 1, divisibility by 16 and range (int32, uint64 or
+    int64); a float's type; any other value itself. Launches with equal specialisations run one compiled kernel."""
+    spec = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            spec.append((a.dtype, a.data_ptr() % 16 == 0))
+        elif isinstance(a, bool) or not isinstance(a, (int, float)):
+            spec.append(a)
+        elif isinstance(a, int):
+            spec.append((a == 1, a % 16 == 0, -2**31 <= a < 2**31, a >= 2**63))
+        else:
+            spec.append(float)
+    return tuple(spec)
 
 
 def _launch(kernel, key, grid, *args, **kwargs):
-    """``kernel[grid](*args, **kwargs)`` for the ``triton.autotune``-d ``kernel``. The first call for ``key`` (the
-    shapes and dtypes the tuning depends on) goes through the autotuner, which benchmarks its configs once and launches
-    the best; later calls launch the underlying ``JITFunction`` with that config's arguments directly, skipping the
-    autotuner's per-call bookkeeping (argument dicts, key building: ~9 us of host time per call measured on a
-    2-core CPU machine)."""
-    tuned = _TUNED.get(key)
+    """``kernel[grid](*args, **kwargs)`` at the least host cost; ``kernel`` is a ``triton.jit`` function, or one
+    wrapped in ``triton.autotune``; ``grid`` a tuple or a callable of the launch's meta-parameters; ``key`` names what
+    the autotuner's choice depends on (shapes, dtypes, device).
+
+    The first launch for ``key`` goes through the autotuner, which benchmarks its configs once and launches the best.
+    The first launch with new keyword arguments or argument specialisation (:func:`_specialization`) goes through
+    ``JITFunction.run``, which compiles or finds the kernel and returns it. Every later launch calls that compiled
+    kernel's launcher directly (``CompiledKernel[grid](*args)``), skipping the JIT's argument binding and cache-key
+    hashing and the autotuner's bookkeeping: each timed call pays the host time before its kernel starts (the device
+    waits for it), which exceeds the device time of the launch-bound problems. If a direct launch raises (a Triton
+    whose launcher takes other arguments), this and every later launch go through the JIT."""
+    autotuned = hasattr(kernel, "configs")
+    jit = kernel.fn if autotuned else kernel
+    tuned = _TUNED.get(key) if autotuned else {}
     if tuned is None:
         kernel[grid](*args, **kwargs)
         best = getattr(kernel, "best_config", None)
         if best is not None:
             _TUNED[key] = best.all_kwargs()
         return
-    kernel.fn[grid](*args, **kwargs, **tuned)
+    ckey = (id(jit), key, tuple(kwargs.items()), _specialization(args))
+    compiled = _COMPILED.get(ckey) if _DIRECT[0] else None
+    if compiled is not None:
+        meta = {**kwargs, **tuned}
+        g = grid(meta) if callable(grid) else grid
+        g = (g[0], g[1] if len(g) > 1 else 1, g[2] if len(g) > 2 else 1)
+        try:
+            compiled[g](*args, *[meta[name] for name in jit.arg_names[len(args):]])
+            return
+        except (TypeError, KeyError, AttributeError, ValueError):
+            _DIRECT[0] = False
+    compiled = jit[grid](*args, **kwargs, **tuned)
+    if _DIRECT[0] and compiled is not None and hasattr(compiled, "function"):
+        _COMPILED[ckey] = compiled
 
 
 @triton.autotune(configs=_CONFIGS, key=["B", "D", "num_tables", "total_cols"], do_bench=_bench)
