@@ -230,12 +230,17 @@ def kernelbench_trial(reference: Sequence, candidate: Sequence, precision: str) 
             return KernelBenchTrial(False, None, None, f"dtype {out.dtype} != {ref.dtype} (allclose raises)")
         if out.device != ref.device:
             out = out.to(ref.device)
-        passed = bool(torch.allclose(out, ref, atol=tol, rtol=tol))
-        # KernelBench's max_difference / avg_difference, accumulated in float64 chunks to bound extra memory
+        # torch.allclose over CHUNK-element slices: allclose is an elementwise test AND-ed over all elements, so
+        # the verdict is the same; on the whole tensor its temporaries (a difference, a bound, a bool mask) take
+        # several times the output's size, which ran the judging reference process out of memory at full size
+        # (level-1 38_L1Norm_ / 39_L2Norm_, 2.1e9-element outputs, session 7). KernelBench's max_difference and
+        # avg_difference are accumulated in float64 over the same chunks.
         flat_out, flat_ref = out.reshape(-1), ref.reshape(-1)
-        t_max, t_sum = 0.0, 0.0
+        passed, t_max, t_sum = True, 0.0, 0.0
         for start in range(0, flat_out.numel(), CHUNK):
-            diff = (flat_out[start:start + CHUNK].to(torch.float64) - flat_ref[start:start + CHUNK].to(torch.float64)).abs()
+            o, r = flat_out[start:start + CHUNK], flat_ref[start:start + CHUNK]
+            passed = passed and bool(torch.allclose(o, r, atol=tol, rtol=tol))
+            diff = (o.to(torch.float64) - r.to(torch.float64)).abs()
             t_max = max(t_max, float(diff.max()))
             t_sum += float(diff.sum())
         if not passed:

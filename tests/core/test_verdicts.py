@@ -199,6 +199,28 @@ def test_kernelbench_trial_tolerances():
     assert not _kbs(tiny, torch.zeros_like(tiny)).passed
 
 
+def test_kernelbench_trial_in_chunks_is_torch_allclose(monkeypatch):
+    # the check runs torch.allclose over CHUNK-element slices (whole-tensor temporaries ran the judging process out of
+    # memory at full size): the verdict and KernelBench's differences must be those of the whole tensors
+    monkeypatch.setattr(verify, "CHUNK", 7)
+    gen = torch.Generator().manual_seed(0)
+    ref = torch.randn(10, 10, generator=gen)
+    bad_last = ref.clone()
+    bad_last.view(-1)[-1] += 1.0  # only the last (partial) chunk fails
+    nan_mid = ref.clone()
+    nan_mid.view(-1)[50] = float("nan")
+    inf_both = ref.clone()
+    inf_both.view(-1)[3] = float("inf")
+    cases = [(ref, ref + 5e-5), (ref, bad_last), (ref, nan_mid), (inf_both, inf_both.clone()),
+             (ref, torch.zeros_like(ref)), (torch.empty(0), torch.empty(0))]
+    for expected, out in cases:
+        result = _kb(expected, out)
+        assert result.passed == torch.allclose(out, expected, atol=1e-4, rtol=1e-4)
+        if result.passed and expected.numel() and torch.isfinite(expected).all():
+            assert result.max_abs_diff == pytest.approx(float((out.double() - expected.double()).abs().max()))
+    assert not _kb(ref, bad_last).passed and _kb(ref, bad_last).max_abs_diff == pytest.approx(1.0)
+
+
 def test_kernelbench_trial_form_failures():
     ref = torch.ones(4, 4)
     assert not _kb(ref, torch.ones(4, 5)).passed
