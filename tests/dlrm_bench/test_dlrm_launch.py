@@ -1,0 +1,91 @@
+"""The launch path our twelve DLRM-Bench kernel files share (``_launch`` and ``_specialization``, one copy per file:
+a candidate file must stand alone).
+
+``_launch`` launches a compiled kernel directly once the JIT has compiled it for an argument specialisation; that is
+correct only if ``_specialization`` tells apart every pair of launches Triton would compile differently. On a CPU the
+direct path is off (the interpreter compiles nothing), so the GPU run's verdicts cover it (``h200-dlrm-s7``: all 12
+pass both verdicts through it); here: the specialisation key itself, that every file routes every launch through
+``_launch``, and that the twelve copies are the same code.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+import torch
+
+from kbstudy.dlrm_bench import exec_source
+
+KERNELS = Path(__file__).resolve().parents[2] / "kbstudy" / "dlrm_bench" / "kernels"
+FILES = sorted(KERNELS.glob("level_5_problem_*_sample_0_kernel.py"))
+SHARED = ("_specialization", "_launch")
+
+
+def _functions(path: Path) -> dict[str, str]:
+    tree = ast.parse(path.read_text())
+    return {node.name: ast.unparse(node) for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+
+def test_twelve_files_share_one_launch_path():
+    assert len(FILES) == 12
+    first = _functions(FILES[0])
+    for path in FILES[1:]:
+        funcs = _functions(path)
+        for name in SHARED:
+            assert funcs.get(name) == first[name], f"{path.name}: {name} differs from {FILES[0].name}'s"
+
+
+def _jit_names(tree: ast.Module) -> set[str]:
+    """Module-level functions decorated with triton.jit (directly or under triton.autotune)."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef):
+            for dec in node.decorator_list:
+                target = dec.func if isinstance(dec, ast.Call) else dec
+                if ast.unparse(target) in ("triton.jit", "triton.autotune"):
+                    names.add(node.name)
+    return names
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name.split("_")[3])
+def test_every_launch_goes_through_launch(path):
+    tree = ast.parse(path.read_text())
+    kernels = _jit_names(tree)
+    assert kernels, "no Triton kernel found"
+    launched = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_launch":
+            launched.add(ast.unparse(node.args[0]))
+    inside_launch = {id(n) for f in tree.body if isinstance(f, ast.FunctionDef) and f.name == "_launch"
+                     for n in ast.walk(f)}
+    direct = [ast.unparse(node) for node in ast.walk(tree)
+              if isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript) and id(node) not in inside_launch
+              and ast.unparse(node.func.value) in kernels]
+    assert not direct, f"launched around _launch: {direct}"
+    called = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    # every kernel that is not only called from another kernel is launched through _launch
+    top_level = {k for k in kernels if k not in called}
+    assert top_level <= launched, f"kernels never launched: {top_level - launched}"
+
+
+@pytest.fixture(scope="module")
+def spec():
+    return exec_source(FILES[0].read_text(), "launch_path")["_specialization"]
+
+
+def test_specialization_tells_apart_what_triton_compiles_apart(spec):
+    x = torch.zeros(64)
+    base = spec((x, 128, 3, 0.5))
+    # same specialisation: another aligned tensor of the same dtype, ints with the same properties, another float
+    assert spec((torch.ones(64), 256, 5, 2.0)) == base
+    # a tensor off 16-byte alignment (one float in), another dtype
+    assert spec((x[1:], 128, 3, 0.5)) != base
+    assert spec((x.double(), 128, 3, 0.5)) != base
+    # an int equal to 1, one divisible by 16 or not, one past int32, one past int64 (uint64)
+    assert spec((x, 1, 3, 0.5)) != base
+    assert spec((x, 128, 16, 0.5)) != base
+    assert spec((x, 2**31, 3, 0.5)) != spec((x, 2**31 - 16, 3, 0.5))
+    assert spec((x, 2**63 + 16, 3, 0.5)) != spec((x, 2**62, 3, 0.5))
+    # bools and other values are compared by value (constexpr-like), a float only by its type
+    assert spec((True,)) != spec((False,)) and spec((None,)) == spec((None,))
+    assert spec((1.0,)) == spec((3.5,)) and spec((1.0,)) != spec((1,))
