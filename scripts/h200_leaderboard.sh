@@ -22,7 +22,9 @@
 # measured before, in outputs/records/h200-level1-fp32, and are measured again here in the same settings).
 # Environment overrides (tests, partial runs): RECORDS_DIR, KB_DIR, NGPU, RUN_TIMEOUT, MIN_LEFT, MIN_LEFT_CHEAP, CHUNKS, RUN_GROUPS,
 # PRECISIONS, VERSIONS, EXTRA_EVAL_ARGS, SKIP_FLAG (the bf16 flag; unset: probe kbstudy.evaluate.EvalConfig), SUMMARY=0
-# (no summary table at the end), DRY_RUN=1 (print the commands, run nothing).
+# (no summary table at the end), DRY_RUN=1 (print the commands, run nothing), REDO=1 (run the phases PHASE_REGEX
+# matches even if done: with EXTRA_EVAL_ARGS="--retry-outcome out_of_memory" a done phase's records of that outcome
+# are evaluated again; its other records are kept, as in any resumed phase).
 # At most 5 files come back under $OUT: rec/{evaluations,references}.jsonl, rec/phases_done.txt, eval.log, status.txt.
 set -u
 secs=${1:-540}
@@ -106,7 +108,7 @@ fi
 pending=()
 for phase in "${phases[@]}"; do
   echo "$phase" | grep -Eq -- "$phase_regex" || continue
-  grep -qx -- "$phase" "$OUT/rec/phases_done.txt" && continue
+  [ "${REDO:-0}" = 1 ] || ! grep -qx -- "$phase" "$OUT/rec/phases_done.txt" || continue
   pending+=("$phase")
 done
 echo "phases: ${#phases[@]}, pending here: ${#pending[@]}, GPUs: $NGPU, build jobs per phase: $BUILD_JOBS"

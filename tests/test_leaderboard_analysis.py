@@ -265,6 +265,11 @@ def test_gpu_script_runs_resumes_and_matches_the_study(tmp_path):
     again = _script(tmp_path / "call2", DRY_RUN="1", RECORDS_DIR=str(out / "rec"), CHUNKS="19-19",
                     RUN_GROUPS="top5", PRECISIONS="bf16", VERSIONS="v0")
     assert "pending here: 0" in again.stdout
+    # REDO=1 runs a done phase again (with --retry-outcome: its machine failures are evaluated again)
+    redo = _script(tmp_path / "call3", DRY_RUN="1", RECORDS_DIR=str(out / "rec"), CHUNKS="19-19",
+                   RUN_GROUPS="top5", PRECISIONS="bf16", VERSIONS="v0", REDO="1",
+                   EXTRA_EVAL_ARGS="--retry-outcome out_of_memory")
+    assert "pending here: 1" in redo.stdout and "--retry-outcome out_of_memory" in redo.stdout
 
 
 def test_gpu_script_spends_its_last_seconds_on_bf16_phases(tmp_path):
