@@ -135,7 +135,8 @@ def records_overview(evaluations):
 # ------------------------------------------------------------------------------------------------ null candidates
 
 
-def null_findings(evaluations, references, precisions: Sequence[str] | None = None):
+def null_findings(evaluations, references, precisions: Sequence[str] | None = None,
+                  extra_columns: Sequence[str] = ()):
     """:func:`kbstudy.calibration.calibration_findings` with ``setting`` and ``records_dir``, restricted to
     ``precisions``, and with the per-problem precision findings of :func:`problem_findings` joined on (setting,
     precision, level, problem_id): ``rel_spread``, ``low_spread``, ``ref_rel_l2_error``, ``ill_conditioned``,
@@ -145,14 +146,16 @@ def null_findings(evaluations, references, precisions: Sequence[str] | None = No
     ``violation`` and ``excused`` are the calibration rule (:func:`kbstudy.calibration.rule_breaches`) applied with
     those flags, so a record of any checks version is read by the same rule. ``violation_explained`` names the problem
     finding behind a violation or an excused finding (``"degenerate"``, ``"low spread"``, ``"ill-conditioned"``,
-    ``"unjudgeable"``) or is ``""``."""
+    ``"unjudgeable"``) or is ``""``. ``extra_columns``: more columns of ``evaluations`` to carry through (e.g.
+    ``error_message``). ``evaluations`` needs ``setting`` and ``records_dir`` (:func:`load_records` adds them)."""
     import pandas as pd
 
     from kbstudy.calibration import rule_breaches
 
     ev = evaluations if precisions is None else evaluations[evaluations.precision.isin(list(precisions))]
     refs = references if precisions is None else references[references.precision.isin(list(precisions))]
-    findings = calibration_findings(ev, refs, extra_columns=("setting", "records_dir", "coverage_sentinels"))
+    findings = calibration_findings(ev, refs, extra_columns=("setting", "records_dir", "coverage_sentinels",
+                                                             *extra_columns))
     if not len(findings):
         return findings.assign(rel_spread=None, ref_rel_l2_error=None, ill_conditioned=None, flags_recorded=None,
                                violation_explained=None)

@@ -279,12 +279,27 @@ def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[st
         summary = evaluate_batch(problems, todo, store, cfg)
         echo(f"{folder}: {summary.written} records written, {summary.already_done} already present, "
              f"{summary.seconds:.1f} s")
-        findings = calibration_findings(store.evaluations_frame(), store.references_frame(), ("error_message",))
+        findings = folder_findings(store)
         print_calibration(findings, f"calibration {prec}, size scale {size_scale}")
         if len(findings):
             failures += int(findings["violation"].sum())
             not_evaluated += int((findings["outcome"] != "evaluated").sum())
     return CalibrationTotals(failures, not_evaluated)
+
+
+def folder_findings(store):
+    """The calibration findings of one record folder (``store``: a :class:`kbstudy.records.RecordStore`) as notebook 2
+    reads them (:func:`kbstudy.audit.null_findings`, with ``error_message``): a record made under older checks is
+    judged with the problem flags resolved the same way (recorded, or recomputed from the null candidates' metrics
+    where its reference record predates them), so this report and the audit count the same violations."""
+    from kbstudy.audit import null_findings, setting_label
+
+    evaluations = store.evaluations_frame()
+    if len(evaluations):
+        evaluations = evaluations.assign(
+            setting=[setting_label(h, s) for h, s in zip(evaluations["hardware"], evaluations["size_scale"])],
+            records_dir=str(store.folder))
+    return null_findings(evaluations, store.references_frame(), extra_columns=("error_message",))
 
 
 # ------------------------------------------------------------------------------------------------ problem selection

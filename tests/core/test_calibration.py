@@ -307,3 +307,26 @@ def test_calibrate_names_the_records_it_could_not_evaluate(tmp_path):
     assert "2 null records were not evaluated and have no verdict" in result.output
     # the table's header fits on one line of a log (120 columns), with the new column
     assert any("not evaluated" in line and "kbstudy passes" in line for line in result.output.splitlines())
+
+
+def test_calibrate_report_judges_old_records_as_the_audit_does():
+    """``kbstudy calibrate``'s report (``folder_findings``) applies the audit's rule: the H200 bf16 record of
+    ``null:reference`` on 89_cumsum, rejected under checks v3, is excused (its problem is unjudgeable at bf16, a flag
+    its older reference record lacks), where the recorded flags alone (``calibration_findings``) would call it a
+    violation of the calibration rule."""
+    from pathlib import Path
+
+    from kbstudy.calibration import folder_findings
+
+    folder = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-calibration" / "level1-bf16"
+    if not (folder / "evaluations.jsonl").exists():
+        pytest.skip("H200 calibration records absent")
+    store = RecordStore(folder)
+    recorded = calibration_findings(store.evaluations_frame(), store.references_frame())
+    resolved = folder_findings(store)
+    assert len(resolved) == len(recorded) and "error_message" in resolved.columns
+    cumsum = resolved[(resolved.problem_name == "89_cumsum.py") & (resolved["null"] == "reference")].iloc[0]
+    assert cumsum.excused and not cumsum.violation and cumsum.unjudgeable
+    was = recorded[(recorded.problem_name == "89_cumsum.py") & (recorded["null"] == "reference")].iloc[0]
+    assert was.violation
+    assert int(resolved.violation.sum()) == 0
