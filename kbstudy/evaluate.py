@@ -287,6 +287,9 @@ class ChildPool:
         for pause in (*self.START_RETRY_PAUSES_S, None):
             try:
                 child.wait_idle()
+                if not child.process.is_alive():
+                    # it died after saying idle (a spare killed while its message waited in the pipe)
+                    raise ChildDied(child.process.exitcode)
                 break
             except ChildDied as exc:
                 child.kill()

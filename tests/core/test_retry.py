@@ -61,12 +61,16 @@ def test_unknown_retry_outcome_is_a_clear_error(tmp_path, problem_by_name):
                        cpu_config(retry_outcomes=("out_of_memry",)))
 
 
-def test_dead_spare_worker_is_replaced():
+@pytest.mark.parametrize("after_idle", [False, True], ids=["while_starting", "after_saying_idle"])
+def test_dead_spare_worker_is_replaced(after_idle):
     _start_forkserver("cpu")
     pool = ChildPool(spare=True)
     try:
         first = pool.get()
         spare = pool._next
+        if after_idle:
+            # its "idle" message already read: only the process's state shows it died (a race seen under load)
+            spare.wait_idle()
         spare.process.kill()  # as a CUDA context creation that ran out of memory would end it
         spare.process.join(10)
         second = pool.get()
