@@ -217,8 +217,9 @@ print("\n".join(f"- {n}" for n in notes))
 # copies included). It is one call, not a median, and a warm one (no L2 flush before it), so it can be below what the
 # same kernels take inside a timed call. `gap_us` is per-call median minus device time: host time before the first
 # kernel starts, launch latency, the time between launches and host syncs, and the cold-cache cost the profiled call
-# does not see. This view is beside the per-call one, not instead of it: the 1.25x target above is judged on
-# per-call time.
+# does not see. `target_gap_us` is 1.25 x floor minus device time: the most gap a call could have at this device time
+# and still be within the target per call. This view is beside the per-call one, not instead of it: the 1.25x target
+# above is judged on per-call time.
 
 # %%
 device = device_time_view(project_path(records_dir))

@@ -83,7 +83,8 @@ VARIANT_COLUMNS = ("problem_id", "problem", "model_config", "correct", "variant_
                    "ours_over_floor", "variant_over_ours_ci_low", "variant_over_ours_ci_high")
 #: The columns of :func:`device_time_view`, in order.
 DEVICE_COLUMNS = ("problem_id", "problem", "model_config", "bound", "per_call_ms", "device_ms", "floor_ms",
-                  "per_call_over_floor", "device_over_floor", "gap_us", "device_within_target", "n_kernels")
+                  "per_call_over_floor", "device_over_floor", "gap_us", "device_within_target", "target_gap_us",
+                  "n_kernels")
 #: The columns of :func:`kernel_moves`, in order.
 MOVE_COLUMNS = ("problem_id", "problem", "model_config", "same_file", "before_ms", "after_ms", "delta_us",
                 "after_over_before")
@@ -428,6 +429,8 @@ def device_time_view(folder: str | Path, model_config: str = MODEL_CONFIG) -> pd
       gaps between launches and host syncs, and the cold-cache cost the device time does not see;
     * ``device_within_target``: ``device_over_floor`` within :data:`FLOOR_TARGET` (``None`` without a device time or
       a floor); the target itself is stated for memory-bound problems;
+    * ``target_gap_us`` = (:data:`FLOOR_TARGET` x floor - device) in microseconds: the largest gap a call could have
+      at this device time and still be within the target per call (negative: the device time alone exceeds it);
     * ``n_kernels``: how many kernel names ``top_kernels`` lists (at most 5).
 
     Device-time columns are NaN / ``None`` where the records have no profiled call (a CPU run has no device kernels).
@@ -448,18 +451,21 @@ def device_time_view(folder: str | Path, model_config: str = MODEL_CONFIG) -> pd
             "floor_ms": floor, "per_call_over_floor": _ratio(per_call, floor), "device_over_floor": device_over_floor,
             "gap_us": (per_call - device) * 1e3 if device is not None and per_call == per_call else None,
             "device_within_target": None if device_over_floor is None else bool(device_over_floor <= FLOOR_TARGET),
+            "target_gap_us": (FLOOR_TARGET * floor - device) * 1e3 if device is not None and floor else None,
             "n_kernels": len(top) if isinstance(top, list) else None,
         })
     out = pd.DataFrame(rows, columns=list(DEVICE_COLUMNS))
-    for col in ("per_call_ms", "device_ms", "floor_ms", "per_call_over_floor", "device_over_floor", "gap_us"):
+    for col in ("per_call_ms", "device_ms", "floor_ms", "per_call_over_floor", "device_over_floor", "gap_us",
+                "target_gap_us"):
         out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
     return out.sort_values("problem_id", kind="stable").reset_index(drop=True)
 
 
 def device_notes(view: pd.DataFrame, machine: dict) -> list[str]:
     """:func:`device_time_view` in sentences, numbers from the records: which memory-bound problems are within
-    :data:`FLOOR_TARGET` of their floor by device time and by per-call time, and the gap between the two (in us and
-    in the machine's empty-Triton-launch latencies, where measured)."""
+    :data:`FLOOR_TARGET` of their floor by device time and by per-call time, how much gap the per-call target leaves
+    those within it by device time, and the gap between the two times (in us and in the machine's empty-Triton-launch
+    latencies, where measured)."""
     timed = view[view["device_ms"].notna()]
     if not len(timed):
         return [("no device times in these records (no profiled call: a CPU run has no device kernels to profile): "
@@ -480,6 +486,10 @@ def device_notes(view: pd.DataFrame, machine: dict) -> list[str]:
         notes.append(f"device time / floor, memory-bound: {mem['device_over_floor'].min():.2f}-"
                      f"{mem['device_over_floor'].max():.2f}x; per-call time / floor: "
                      f"{mem['per_call_over_floor'].min():.2f}-{mem['per_call_over_floor'].max():.2f}x")
+        if len(by_device):
+            notes.append("the most gap the per-call target leaves at these device times (the measured gap in "
+                         "brackets): " + ", ".join(f"{r.problem_id}: {r.target_gap_us:.0f} us ({r.gap_us:.0f} us)"
+                                                   for r in by_device.itertuples()))
     gap = timed["gap_us"]
     widest = timed.loc[gap.idxmax()]
     note = (f"per-call median minus device time: {gap.min():.0f}-{gap.max():.0f} us over {len(timed)} problems "

@@ -233,13 +233,17 @@ def test_device_time_view_on_the_s7_records():
     assert v["device_over_floor"].to_numpy() == pytest.approx((v["device_ms"] / v["floor_ms"]).to_numpy())
     assert v["gap_us"].to_numpy() == pytest.approx(((v["per_call_ms"] - v["device_ms"]) * 1e3).to_numpy())
     assert (v["gap_us"] > 0).all()
+    assert v["target_gap_us"].to_numpy() == pytest.approx(((1.25 * v["floor_ms"] - v["device_ms"]) * 1e3).to_numpy())
+    assert ((v["target_gap_us"] >= 0) == v["device_within_target"]).all()
     mem = v[v["bound"] == "memory"]
     assert sorted(mem.index[mem["device_within_target"]]) == [1, 3, 4, 8]
     assert not (mem["per_call_over_floor"] <= report.FLOOR_TARGET).any()
     notes = report.device_notes(view, machine)
     assert notes[0] == ("memory-bound problems within 1.25x of the floor, of 10 with a device time: by device time "
                         "4: 1 (1.24x), 3 (1.14x), 4 (1.20x), 8 (1.12x); by per-call time none")
-    assert notes[2].startswith("per-call median minus device time: 34-109 us over 12 problems (median 47 us; "
+    assert notes[2] == ("the most gap the per-call target leaves at these device times (the measured gap in "
+                        "brackets): 1: 1 us (37 us), 3: 21 us (72 us), 4: 25 us (52 us), 8: 19 us (38 us)")
+    assert notes[3].startswith("per-call median minus device time: 34-109 us over 12 problems (median 47 us; "
                                "largest: problem 5, 109 us, 5 kernel names profiled); one empty Triton launch here "
                                "takes 14.9 us")
 
@@ -297,6 +301,10 @@ def test_device_time_view_sources_and_target(tmp_path):
     notes = report.device_notes(view.reset_index(), machine)
     assert notes[0] == ("memory-bound problems within 1.25x of the floor, of 2 with a device time: by device time "
                         "1: 1 (1.20x); by per-call time none")
+    assert view.loc[1, "target_gap_us"] == pytest.approx(0.05 * floors[1])  # (1.25 - 1.2) x floor, in us
+    assert view.loc[3, "target_gap_us"] == pytest.approx(-0.05 * floors[3])
+    assert notes[2] == ("the most gap the per-call target leaves at these device times (the measured gap in "
+                        f"brackets): 1: {0.05 * floors[1]:.0f} us ({view.loc[1, 'gap_us']:.0f} us)")
     assert "launch" not in notes[-1]  # the CPU machine has no Triton launch latency
     launch_us = 10.0
     notes = report.device_notes(view.reset_index(), {"details": {"launch_triton_ms": [launch_us / 1e3]}})
