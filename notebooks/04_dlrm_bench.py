@@ -16,7 +16,8 @@
 # Per problem: eager PyTorch, `torch.compile` (Inductor), our Triton kernel (`kbstudy-triton`) and the physical
 # floor `max(compulsory bytes / measured bandwidth, FLOPs / measured matrix rate)`; then our win rate over eager and
 # median speedup beside the paper's LLM-written kernels (41.7 %, 1.552x); the memory-bound problems against the target
-# of 1.25x of the floor, with the measured launch latency's share of the gap and the measured gather bandwidth; any
+# of 1.25x of the floor, with the measured launch latency's share of the gap, the kernels' device time against the
+# floor and the measured gather bandwidth; any
 # variant candidates measured in the same run (`gpu_run --candidates`); and, given an earlier run of the same problems
 # (`previous_records_dir`, `repeat_records_dir`), our kernels before and after, judged against how far the kernel files
 # the two runs share moved. Records come from
@@ -25,9 +26,15 @@
 # and writes the floors to `floors.jsonl` beside `machine.json`; this notebook only reads them. Each problem is
 # evaluated at the precision it is written in: bf16 for 10 and 11, fp32 for the others.
 #
-# **H200 parameters.** `outputs/records/h200-dlrm-s6-loaded` (session 6, a shared host), compared with
-# `h200-dlrm-main` (session 4, before kernels 3, 4 and 5 were reworked) and with `h200-dlrm-s5-loaded` (session 5, the
-# nearest run: 10 of its 12 kernel files are this run's); each folder's README says how it was made.
+# **H200 parameters.** `outputs/records/h200-dlrm-s7` (session 7, a quiet single-GPU host). Its twelve kernel files
+# (`kbstudy-triton`) launch the compiled Triton kernel directly after the first launch of each specialisation (commit
+# `0b38395`, "lean launch"); the same run also measured the twelve files as they were before that commit, launched
+# through Triton's JIT, as the variant `kbstudy-triton-jit`, against the same eager and `torch.compile` timings.
+# `previous_records_dir` and `repeat_records_dir` are both `h200-dlrm-s6-loaded` (session 6, a shared host). Its
+# twelve shipped files are byte for byte this run's `kbstudy-triton-jit` files (same `candidate_sha256`), so it is
+# the earlier run of the changed (lean) kernels and, at the same time, the only earlier run that holds every file
+# of this run: its band covers all twelve problems and measures what moving from the shared host to the quiet one
+# did to unchanged code. Each folder's README says how it was made.
 #
 # **Preliminary records.** A folder written by the benchmark's former runner (layout `preliminary`, e.g.
 # `outputs/records/h200-dlrm-gpu-run`, kept for comparison) has no verdicts: its
@@ -48,11 +55,13 @@ import functools
 
 import matplotlib.pyplot as plt
 import seaborn as sns
+from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
 from kbstudy import plots
-from kbstudy.dlrm_bench.report import (FLOOR_TARGET, achieved_bandwidth, compare_runs, floor_notes, gather_notes,
-                                       kernel_moves, launch_gap, launch_latencies, launch_view, load_run, long_times,
-                                       missing, move_notes, run_layout, summary, variant_notes)
+from kbstudy.dlrm_bench.report import (FLOOR_TARGET, achieved_bandwidth, compare_runs, device_notes, device_time_view,
+                                       floor_notes, gather_notes, kernel_moves, launch_gap, launch_latencies,
+                                       launch_view, load_run, long_times, missing, move_notes, run_layout, summary,
+                                       variant_notes)
 from kbstudy.dlrm_bench.report import variants as load_variants
 from kbstudy.dlrm_bench.roofline import LAUNCH_BOUND_FACTOR, launch_latency_ms
 from kbstudy.study import project_path
@@ -102,7 +111,8 @@ show(shown)
 
 # %% [markdown]
 # ## Win rate and median speedup beside the paper
-# *Correct*: both verdicts passed (only in a preliminary folder: that runner's self-check). A *win*: a correct kernel faster than eager.
+# *Correct*: both verdicts passed (only in a preliminary folder: that runner's self-check). A *win*: a correct kernel
+# faster than eager.
 
 # %%
 summ = summary(table)
@@ -118,7 +128,8 @@ def _x(v):
 print(f"win rate over eager: {values['win rate over eager']:.1%} ({values['wins over eager']:.0f} of "
       f"{values['problems']:.0f}; paper {paper['win rate over eager']:.1%}); median speedup vs eager: "
       f"{_x(values['median speedup vs eager, correct kernels'])} over correct kernels, "
-      f"{_x(values['median speedup vs eager, wins only'])} over wins (paper {paper['median speedup vs eager, wins only']:.3f}x)")
+      f"{_x(values['median speedup vs eager, wins only'])} over wins "
+      f"(paper {paper['median speedup vs eager, wins only']:.3f}x)")
 wins = table[(table["correct"] == True) & (table["speedup_vs_eager"] > 1)]  # noqa: E712
 if wins["speedup_significant"].isna().all():
     print("significance of the wins: not recorded (these records predate schema v2's speedup intervals)")
@@ -198,6 +209,56 @@ show(gap, digits=3)
 print("\n".join(f"- {n}" for n in notes))
 
 # %% [markdown]
+# ## Device time: the kernels alone against the floor
+# The per-call time above is the study's measure: each timed call follows an L2 flush and a device synchronisation,
+# so it includes the host's work until the kernels are enqueued, every launch, and a cold L2. Each record also holds
+# one call profiled with `torch.profiler` after one warm-up call (`top_kernels` and
+# `metadata.kernel_time_us_by_origin`); `device_ms` is the summed duration of that call's device kernels (memsets and
+# copies included). It is one call, not a median, and a warm one (no L2 flush before it), so it can be below what the
+# same kernels take inside a timed call. `gap_us` is per-call median minus device time: host time before the first
+# kernel starts, launch latency, the time between launches and host syncs, and the cold-cache cost the profiled call
+# does not see. `target_gap_us` is 1.25 x floor minus device time: the most gap a call could have at this device time
+# and still be within the target per call. This view is beside the per-call one, not instead of it: the 1.25x target
+# above is judged on per-call time.
+
+# %%
+device = device_time_view(project_path(records_dir))
+device.to_csv(tables_dir / "device_time.csv", index=False)
+show(device, digits=4)
+print("\n".join(f"- {n}" for n in device_notes(device, machine)))
+
+# %%
+ratios = device[(device["bound"] == "memory") & device["device_ms"].notna()]
+if len(ratios):
+    ratio_data = ratios.melt(id_vars=["problem_id", "problem"], value_vars=["per_call_over_floor", "device_over_floor"],
+                             var_name="time", value_name="over_floor")
+    ratio_data["time"] = ratio_data["time"].map({"per_call_over_floor": "per call (median, cold L2)",
+                                                 "device_over_floor": "device (one profiled call, warm)"})
+    ratio_data["label"] = ratio_data["problem_id"].astype(str) + " " + ratio_data["problem"]
+    fig, ax = plt.subplots(figsize=(11, 5))
+    sns.barplot(data=ratio_data, x="label", y="over_floor", hue="time", ax=ax,
+                hue_order=["per call (median, cold L2)", "device (one profiled call, warm)"])
+    ax.axhline(FLOOR_TARGET, color="black", linestyle="--", linewidth=1, label=f"target {FLOOR_TARGET}x")
+    ax.axhline(1.0, color="grey", linewidth=1, label="floor")
+    ax.set_yscale("log")
+    ax.set_yticks([t for t in (1, FLOOR_TARGET, 2, 4, 8, 16, 32, 64) if t <= 1.2 * ratio_data["over_floor"].max()])
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%gx"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("")
+    ax.set_ylabel("time / floor (log scale)")
+    ax.set_title(f"Memory-bound problems on {hardware_label}: per-call and device time against the floor")
+    ax.tick_params(axis="x", rotation=60)
+    for lbl in ax.get_xticklabels():
+        lbl.set_horizontalalignment("right")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
+    fig.tight_layout()
+    save(fig, "device_vs_floor")
+    print("figure data (time / floor):")
+    show(ratios[["problem_id", "problem", "per_call_over_floor", "device_over_floor"]], digits=3)
+else:
+    print("no figure: these records have no device times")
+
+# %% [markdown]
 # ## Gather bandwidth (a measured column beside the floor)
 # Problems 1-6 gather (or scatter) random 512-byte rows. The machine measurement also times
 # `torch.index_select` of random rows from a 2 GB table (`details.gather_bytes_per_s`, read + written bytes, as the
@@ -215,7 +276,11 @@ print("\n".join(f"- {n}" for n in gather_notes(bandwidth, machine)))
 # ## Variant candidates measured in the same run
 # Records of other model configurations in the records folder (`python -m kbstudy.dlrm_bench.gpu_run --candidates
 # DIR`, e.g. another version of one of our kernels), each beside our kernel of the same problem: same machine state,
-# same eager timing. Only our kernels (`kbstudy-triton`) enter the tables above.
+# same eager timing. Only our kernels (`kbstudy-triton`) enter the tables above. `variant_over_ours` is the ratio of
+# the two medians (above 1: ours is faster) with its 95 % bootstrap interval (`variant_over_ours_ci_low`/`_high`, from
+# the two records' per-call samples, as the speedup intervals are computed); a configuration that covers several
+# problems gets one summary sentence first. In the H200 parameters the variant `kbstudy-triton-jit` is every kernel
+# file as it was before the lean launch (commit `0b38395`): the kernels are the same, only the launch path differs.
 
 # %%
 variant_table = load_variants(project_path(records_dir))
@@ -226,12 +291,14 @@ print("\n".join(f"- {n}" for n in variant_notes(variant_table)))
 
 # %% [markdown]
 # ## Our kernels before and after (an earlier run of the same problems)
-# Given `previous_records_dir` (the H200 parameters: `outputs/records/h200-dlrm-main`, session 4, before kernels 3, 4
-# and 5 were reworked; the figures above come from `outputs/records/h200-dlrm-s6-loaded`), our kernel's median time in
-# each run. `after_over_before` below 1: faster now. Eager is re-timed in each run; `eager_after_over_before` shows how
-# much the baseline itself moved between the two runs. The kernel files both runs hold (same `candidate_sha256`, ours
-# or a variant) moved too: that band is what a difference between runs can owe to the run rather than the kernel, so a
-# changed kernel's difference is evidence only outside it.
+# Given `previous_records_dir` (the H200 parameters: `outputs/records/h200-dlrm-s6-loaded`, session 6 on a shared
+# host, whose twelve files are this run's `kbstudy-triton-jit`; the figures above come from
+# `outputs/records/h200-dlrm-s7`), our kernel's median time in each run. `after_over_before` below 1: faster now.
+# Eager is re-timed in each run; `eager_after_over_before` shows how much the baseline itself moved between the two
+# runs. The kernel files both runs hold (same `candidate_sha256`, ours or a variant) moved too: that band is what a
+# difference between runs can owe to the run rather than the kernel, so a changed kernel's difference is evidence only
+# outside it. A variant measured in the same run (previous section) needs no band: same machine state, same eager
+# timing.
 
 # %%
 if previous_records_dir:
@@ -259,26 +326,34 @@ else:
 
 # %% [markdown]
 # ## The same kernels in another run
-# Given `repeat_records_dir` (the H200 parameters: `outputs/records/h200-dlrm-s5-loaded`, session 5, also on a shared
-# host: every kernel file of this run but 5's, rewritten since, and 8's, where session 5 measured the one-wave kernel
-# this run holds as a variant), the same comparison between two runs of (mostly) the same code: what a rerun moves, and
-# the band it gives. The launch-bound problems (floor under three launches) tend to move most; each run's launch
-# latency is printed.
+# Given `repeat_records_dir`, a run of (mostly) the same kernel files: what a rerun moves, file by file (the kernel
+# files both runs hold, matched by `candidate_sha256` whatever their model configuration), and the band it gives. The
+# launch-bound problems (floor under three launches) tend to move most; each run's launch latency is printed. In the
+# H200 parameters this is `outputs/records/h200-dlrm-s6-loaded`, the same folder as `previous_records_dir`: it holds
+# all twelve of this run's `kbstudy-triton-jit` files, so every problem has an unchanged file in the band, and the
+# band is what the shared host against the quiet one moved. The before/after table and the band's sentences are then
+# those of the previous section and are not printed twice.
 
 # %%
 if repeat_records_dir:
     repeat, repeat_machine = load_run(project_path(repeat_records_dir))
     same = compare_runs(repeat, table)
     same.to_csv(tables_dir / "repeat_run.csv", index=False)
+    repeat_moves = kernel_moves(project_path(repeat_records_dir), project_path(records_dir))
+    repeat_moves.to_csv(tables_dir / "kernel_moves_repeat.csv", index=False)
     print(f"other run: {repeat_records_dir} | this run: {records_dir}")
-    show(same, digits=3)
-    print(f"ours between the runs: {same['after_over_before'].min():.2f}-{same['after_over_before'].max():.2f}x; "
-          f"eager: {same['eager_after_over_before'].min():.2f}-{same['eager_after_over_before'].max():.2f}x")
+    if repeat_records_dir != previous_records_dir:
+        show(same, digits=3)
+        print(f"ours between the runs: {same['after_over_before'].min():.2f}-{same['after_over_before'].max():.2f}x; "
+              f"eager: {same['eager_after_over_before'].min():.2f}-{same['eager_after_over_before'].max():.2f}x")
+    else:
+        print("the same folder as previous_records_dir: the before/after table and the band are in the section above")
     other_launch, this_launch = launch_latency_ms(repeat_machine), launch_latency_ms(machine)
     if other_launch is not None and this_launch is not None:
         print(f"empty Triton kernel launch: {other_launch * 1e3:.1f} us there, {this_launch * 1e3:.1f} us here")
-    repeat_moves = kernel_moves(project_path(repeat_records_dir), project_path(records_dir))
-    repeat_moves.to_csv(tables_dir / "kernel_moves_repeat.csv", index=False)
-    print("\n".join(f"- {n}" for n in move_notes(repeat_moves)))
+    print("the kernel files both runs hold, file by file (the band):")
+    show(repeat_moves[repeat_moves["same_file"]].drop(columns="same_file"), digits=3)
+    if repeat_records_dir != previous_records_dir:
+        print("\n".join(f"- {n}" for n in move_notes(repeat_moves)))
 else:
     print("no other run of the same kernels given (repeat_records_dir is empty)")

@@ -194,6 +194,15 @@ def test_notebook_04_tables_equal_report(rendered):
                                   check_dtype=False)
     assert launch["launch_ms"].isna().all() and launch["launch_bound"].isna().all() and len(launch) == 12
     assert math.isnan(values["launch latency, empty Triton kernel (ms)"])
+    # device-time view: a CPU run profiles no device kernels, so only the per-call columns are filled, and no figure
+    device = pd.read_csv(tables / "device_time.csv")
+    expected = dlrm_report.device_time_view(DLRM_RECORDS)
+    empty = ["device_ms", "gap_us", "device_over_floor", "device_within_target", "target_gap_us", "n_kernels"]
+    pd.testing.assert_frame_equal(device.drop(columns=empty), expected.drop(columns=empty), check_dtype=False)
+    assert device[empty].isna().all().all() and len(device) == 12
+    assert dlrm_report.device_notes(expected, machine)[0] in text
+    assert "no figure: these records have no device times" in text
+    assert not (out / "figures" / "device_vs_floor.png").exists()
 
 
 # ------------------------------------------------------------------------------------------------ both
@@ -270,22 +279,25 @@ def test_dlrm_missing_names_gaps():
                     reason="H200 notebook 4 rendering absent")
 def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
     """The committed H200 notebook 4 shows what ``kbstudy.dlrm_bench.report`` computes from the records its params
-    name (session 6's run, with a variant of kernel 8 beside ours, compared with session 4's run on main and with
-    session 5's run, which shares most kernel files): a stale rendering fails here."""
+    name (session 7's quiet run: the lean-launch kernels as ours, the same twelve files before the lean launch as the
+    variant ``kbstudy-triton-jit``; compared with session 6's run, whose twelve shipped files are that variant's, as
+    both the previous and the repeat run): a stale rendering fails here."""
     from kbstudy.study import _load_mapping, project_path
 
     params = _load_mapping(REPO / "params" / "04_dlrm_bench.h200.yaml")
-    assert params["records_dir"] == "outputs/records/h200-dlrm-s6-loaded"
-    assert params["previous_records_dir"] == "outputs/records/h200-dlrm-main"
-    assert params["repeat_records_dir"] == "outputs/records/h200-dlrm-s5-loaded"
+    assert params["records_dir"] == "outputs/records/h200-dlrm-s7"
+    assert params["previous_records_dir"] == "outputs/records/h200-dlrm-s6-loaded"
+    assert params["repeat_records_dir"] == "outputs/records/h200-dlrm-s6-loaded"
     records_dir, previous_dir, repeat_dir = (project_path(params[k], REPO) for k in (
         "records_dir", "previous_records_dir", "repeat_records_dir"))
     table, machine = dlrm_report.load_run(records_dir)
     before, _ = dlrm_report.load_run(previous_dir)
     repeat, _ = dlrm_report.load_run(repeat_dir)
+    device = dlrm_report.device_time_view(records_dir)
     tables = REPO / params["output_dir"] / "tables"
     for name, expected in (("dlrm_bench_summary", dlrm_report.summary(table)),
                            ("launch_gap", dlrm_report.launch_gap(table)),
+                           ("device_time", device),
                            ("before_after", dlrm_report.compare_runs(before, table)),
                            ("repeat_run", dlrm_report.compare_runs(repeat, table)),
                            ("variants", dlrm_report.variants(records_dir)),
@@ -294,24 +306,30 @@ def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
                            ("kernel_moves_repeat", dlrm_report.kernel_moves(repeat_dir, records_dir))):
         pd.testing.assert_frame_equal(pd.read_csv(tables / f"{name}.csv"), expected, check_dtype=False, obj=name)
     assert table["correct"].all() and len(table) == 12
+    assert (REPO / params["output_dir"] / "figures" / "device_vs_floor.png").stat().st_size > 0
     text = _printed(REPO / "outputs" / "reports" / "h200" / "04_dlrm_bench.ipynb")
     for note in (dlrm_report.floor_notes(table, machine)
+                 + dlrm_report.device_notes(device, machine)
                  + dlrm_report.gather_notes(dlrm_report.achieved_bandwidth(records_dir), machine)
                  + dlrm_report.variant_notes(dlrm_report.variants(records_dir))
                  + dlrm_report.move_notes(dlrm_report.kernel_moves(repeat_dir, records_dir))):
         assert note in text
     assert "memory-bound problems within 1.25x of the floor: none" in text
-    assert "other run: outputs/records/h200-dlrm-s5-loaded" in text
-    # main's evaluation code made the records (with significance); the one-wave kernel 8 (commit fb28cb2) is a variant
-    # beside ours, so only ours enter the table
+    assert "other run: outputs/records/h200-dlrm-s6-loaded" in text
+    assert "the same folder as previous_records_dir" in text
+    # by device time four memory-bound kernels are within the target, by per-call time none
+    mem = device[device["bound"] == "memory"]
+    assert mem.loc[mem["device_within_target"] == True, "problem_id"].tolist() == [1, 3, 4, 8]  # noqa: E712
+    assert not (mem["per_call_over_floor"] <= dlrm_report.FLOOR_TARGET).any()
+    # commit 0b38395's evaluation code and kernels made every record (with significance); the JIT-launched files are
+    # a variant beside ours, so only ours enter the table
     evaluations = RecordStore(records_dir).evaluations_frame()
-    assert set(evaluations["git_commit"]) == {"cacca8b2a2431b8f1b3fe7e91c28ed60a79efec2"}
+    assert set(evaluations["git_commit"]) == {"0b3839538e88b03ffa4be34df88f040844fd301c"}
     assert evaluations["speedup_significant"].notna().all()
-    assert sorted(evaluations["model_config"]) == ["kbstudy-triton"] * 12 + ["kbstudy-triton-p8-onewave"]
-    # the repeat run holds the same kernel files but 5's (rewritten since) and 8's (there the one-wave kernel, here
-    # the variant)
-    ours = evaluations[evaluations["model_config"] == "kbstudy-triton"].set_index("problem_id")["candidate_sha256"]
-    other = RecordStore(repeat_dir).evaluations_frame().set_index("problem_id")["candidate_sha256"]
-    assert sorted(ours.index[ours.sort_index() != other.sort_index()]) == [5, 8]
-    variant = evaluations[evaluations["model_config"] == "kbstudy-triton-p8-onewave"]
-    assert variant["candidate_sha256"].tolist() == [other[8]]
+    assert sorted(evaluations["model_config"]) == ["kbstudy-triton"] * 12 + ["kbstudy-triton-jit"] * 12
+    # the variant's files are session 6's shipped files, byte for byte; ours differ from them in every problem
+    by_config = evaluations.set_index(["model_config", "problem_id"])["candidate_sha256"]
+    other = RecordStore(repeat_dir).evaluations_frame()
+    other = other[other["model_config"] == "kbstudy-triton"].set_index("problem_id")["candidate_sha256"].sort_index()
+    assert by_config["kbstudy-triton-jit"].sort_index().tolist() == other.tolist()
+    assert not (by_config["kbstudy-triton"].sort_index() == other).any()

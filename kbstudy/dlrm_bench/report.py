@@ -34,8 +34,13 @@ problem by :func:`compare_runs`; :func:`kernel_moves` and :func:`move_notes` add
 difference between the runs says anything about it.
 
 Variants (:func:`variants`): records of other model configurations in the same folder (``gpu_run --candidates``, e.g.
-another version of one of our kernels), each beside our kernel of the same problem in the same run. They never enter
-:func:`load_run`'s table (it keeps :data:`~kbstudy.dlrm_bench.MODEL_CONFIG` only).
+another version of one of our kernels), each beside our kernel of the same problem in the same run, with the
+bootstrap interval of variant / ours (:func:`kbstudy.timing.speedup_interval` of the two records' timing samples).
+They never enter :func:`load_run`'s table (it keeps :data:`~kbstudy.dlrm_bench.MODEL_CONFIG` only).
+
+Device-time view (:func:`device_time_view`, :func:`device_notes`; beside, never instead of, the per-call time):
+the device time of the one profiled call each record carries (``top_kernels``, ``metadata.kernel_time_us_by_origin``)
+against the floor, and per-call median minus device time (the host's part of a call, launches and cold-cache costs).
 
 Gather bandwidth (:func:`achieved_bandwidth`, :func:`gather_notes`): the machine's ``details.gather_bytes_per_s``
 (``torch.index_select`` of random 512-byte rows, :func:`kbstudy.dlrm_bench.roofline._measure_gather`) beside the copy
@@ -53,6 +58,7 @@ import pandas as pd
 from kbstudy.dlrm_bench import MODEL_CONFIG, PAPER_MEDIAN_SPEEDUP, PAPER_WIN_RATE, PROBLEMS_DIR, problem_precision
 from kbstudy.dlrm_bench.roofline import LAUNCH_BOUND_FACTOR, launch_bound, launch_latency_ms
 from kbstudy.records import RecordStore
+from kbstudy.timing import speedup_interval
 
 #: The memory-bound target of DLRM-Bench: our kernel within this factor of the floor.
 FLOOR_TARGET = 1.25
@@ -74,7 +80,11 @@ VARIANT_COLUMNS = ("problem_id", "problem", "model_config", "correct", "variant_
                    "ours_ms", "ours_q1_ms", "ours_q3_ms", "variant_over_ours", "iqr_disjoint",
                    "variant_speedup_vs_eager", "variant_speedup_ci_low", "variant_speedup_ci_high",
                    "ours_speedup_vs_eager", "ours_speedup_ci_low", "ours_speedup_ci_high", "variant_over_floor",
-                   "ours_over_floor")
+                   "ours_over_floor", "variant_over_ours_ci_low", "variant_over_ours_ci_high")
+#: The columns of :func:`device_time_view`, in order.
+DEVICE_COLUMNS = ("problem_id", "problem", "model_config", "bound", "per_call_ms", "device_ms", "floor_ms",
+                  "per_call_over_floor", "device_over_floor", "gap_us", "device_within_target", "target_gap_us",
+                  "n_kernels")
 #: The columns of :func:`kernel_moves`, in order.
 MOVE_COLUMNS = ("problem_id", "problem", "model_config", "same_file", "before_ms", "after_ms", "delta_us",
                 "after_over_before")
@@ -129,6 +139,30 @@ def _select_records(ev: pd.DataFrame, model_config: str | None = MODEL_CONFIG) -
     return ev.groupby(["problem_id", "model_config"], as_index=False).tail(1)
 
 
+def _floor_row(floors: pd.DataFrame, record):
+    """The ``floors.jsonl`` row of a record's problem (same id, source hash and size scale; the last if several), or
+    ``None``."""
+    match = floors[(floors["problem_id"] == record["problem_id"])
+                   & (floors["problem_sha256"] == record["problem_sha256"])
+                   & (floors["size_scale"] == record["size_scale"])]
+    return match.iloc[-1] if len(match) else None
+
+
+def _floor_of(floors: pd.DataFrame, record) -> float | None:
+    row = _floor_row(floors, record)
+    return None if row is None else float(row["floor_ms"])
+
+
+def _floor_and_bound(floors: pd.DataFrame, record, layout: str) -> tuple:
+    """``(floor_ms, bound)`` of a record: from ``floors.jsonl`` (layout ``evaluate_batch``) or from the record's own
+    ``metadata`` (``preliminary``); ``(None, None)`` where there is none."""
+    if layout == "preliminary":
+        meta = record["metadata"] or {}
+        return meta.get("floor_ms"), meta.get("bound")
+    row = _floor_row(floors, record)
+    return (None, None) if row is None else (float(row["floor_ms"]), row["bound"])
+
+
 def load_records(folder: str | Path) -> pd.DataFrame:
     """Every model configuration's record per problem (at the problem's precision, the latest of each; ours and any
     variants), as :class:`~kbstudy.records.RecordStore` reads them. A preliminary folder's records are returned as
@@ -156,16 +190,11 @@ def load_run(folder: str | Path) -> tuple[pd.DataFrame, dict]:
         ev = _select_records(ev)
     rows = []
     for _, r in ev.sort_values("problem_id").iterrows():
-        meta = r["metadata"] or {}
+        floor, bound = _floor_and_bound(floors, r, layout)
         if layout == "preliminary":
-            floor, bound = meta.get("floor_ms"), meta.get("bound")
             kb = kbs = None
-            correct = meta.get("check_passed")
+            correct = (r["metadata"] or {}).get("check_passed")
         else:
-            match = floors[(floors["problem_id"] == r["problem_id"]) & (floors["problem_sha256"] == r["problem_sha256"])
-                           & (floors["size_scale"] == r["size_scale"])]
-            floor = float(match["floor_ms"].iloc[-1]) if len(match) else None
-            bound = match["bound"].iloc[-1] if len(match) else None
             kb, kbs = r["kernelbench_correct"], r["kbstudy_correct"]
             correct = bool(kb is True and kbs is True) if r["outcome"] == "evaluated" else False
         ours, eager, comp = r["candidate_ms_median"], r["eager_ms_median"], r["compile_ms_median"]
@@ -323,7 +352,8 @@ def _ids(rows: pd.DataFrame) -> str:
 
 def floor_notes(table: pd.DataFrame, machine: dict) -> list[str]:
     """The floor target in sentences, every number from the records: which memory-bound problems are within
-    :data:`FLOOR_TARGET` of their floor, and how much of the gap one launch (the machine's measured latency) explains."""
+    :data:`FLOOR_TARGET` of their floor, and how much of the gap one launch (the machine's measured latency)
+    explains."""
     gap = launch_gap(table)
     timed = gap[gap["ours_over_floor"].notna()]
     if not len(timed):
@@ -351,7 +381,8 @@ def floor_notes(table: pd.DataFrame, machine: dict) -> list[str]:
             f"{out_of_reach['floor_ms'].min() * 1e3:.1f}-{out_of_reach['floor_ms'].max() * 1e3:.1f} us, so a kernel "
             f"timed per call reaches at best {out_of_reach['best_ratio_one_launch'].min():.2f}-"
             f"{out_of_reach['best_ratio_one_launch'].max():.2f}x; against floor + one launch ours are "
-            f"{out_of_reach['ours_over_floor_plus_launch'].min():.2f}-{out_of_reach['ours_over_floor_plus_launch'].max():.2f}x")
+            f"{out_of_reach['ours_over_floor_plus_launch'].min():.2f}-"
+            f"{out_of_reach['ours_over_floor_plus_launch'].max():.2f}x")
     reachable = timed[timed["target_reachable"] == True]  # noqa: E712
     if len(reachable):
         notes.append(
@@ -363,6 +394,112 @@ def floor_notes(table: pd.DataFrame, machine: dict) -> list[str]:
             f"{reachable['gap_in_launches'].min():.1f}-{reachable['gap_in_launches'].max():.1f} launches' worth, of "
             f"which one launch explains one; the rest is the kernels' own (bandwidth below the copy's, and further "
             f"launches or library work where a kernel has them)")
+    return notes
+
+
+def _device_ms(record) -> float | None:
+    """Device time (ms) of a record's one profiled call: the sum of ``metadata["kernel_time_us_by_origin"]`` (every
+    kernel of the call, by origin) where recorded, else of ``top_kernels[*]["us"]`` (the five longest kernel names);
+    ``None`` when the record has neither (a CPU run, or a record made before the profiled call)."""
+    meta = record.get("metadata")
+    by_origin = meta.get("kernel_time_us_by_origin") if isinstance(meta, dict) else None
+    if by_origin and sum(by_origin.values()) > 0:
+        return sum(float(us) for us in by_origin.values()) / 1e3
+    top = record.get("top_kernels")
+    if isinstance(top, list) and top:
+        return sum(float(k["us"]) for k in top) / 1e3
+    return None
+
+
+def device_time_view(folder: str | Path, model_config: str = MODEL_CONFIG) -> pd.DataFrame:
+    """Per problem, one model configuration's kernel (ours by default) by per-call time and by device time, each
+    against the floor (columns :data:`DEVICE_COLUMNS`; times in ms, ``gap_us`` in us):
+
+    * ``per_call_ms``: the record's median per-call time, the study's measure (``kbstudy.timing``: each timed call
+      follows an L2 flush and a device synchronisation, so it holds the host's work until the kernels are enqueued,
+      every launch and a cold L2);
+    * ``device_ms``: the summed duration of the device kernels of the one call the evaluation profiles
+      (``torch.profiler``, one warm-up call then one traced call, on the last timing inputs:
+      :func:`kbstudy.evaluate._profile_candidate`): ``metadata["kernel_time_us_by_origin"]`` (every kernel), or where
+      a record lacks it the five longest kernel names of ``top_kernels``. **Caveat:** it is one call, not a median,
+      and a warm one (no L2 flush before it: the warm-up leaves L2 and TLB state behind), so it can be below what the
+      same kernels take in a timed call; it counts device work only (memsets and copies included), no host time;
+    * ``floor_ms``, ``bound`` from ``floors.jsonl``; ``per_call_over_floor``, ``device_over_floor``;
+    * ``gap_us`` = (per call - device) in microseconds: host time before the first kernel starts, launch latency,
+      gaps between launches and host syncs, and the cold-cache cost the device time does not see;
+    * ``device_within_target``: ``device_over_floor`` within :data:`FLOOR_TARGET` (``None`` without a device time or
+      a floor); the target itself is stated for memory-bound problems;
+    * ``target_gap_us`` = (:data:`FLOOR_TARGET` x floor - device) in microseconds: the largest gap a call could have
+      at this device time and still be within the target per call (negative: the device time alone exceeds it);
+    * ``n_kernels``: how many kernel names ``top_kernels`` lists (at most 5).
+
+    Device-time columns are NaN / ``None`` where the records have no profiled call (a CPU run has no device kernels).
+    Raises ``FileNotFoundError`` if the folder has no ``evaluations.jsonl``."""
+    folder = Path(folder)
+    layout = run_layout(folder)
+    records = load_records(folder)
+    floors = load_floors(folder)
+    rows = []
+    for _, r in records[records["model_config"] == model_config].iterrows():
+        floor, bound = _floor_and_bound(floors, r, layout)
+        per_call, device = r["candidate_ms_median"], _device_ms(r)
+        top = r.get("top_kernels")
+        device_over_floor = _ratio(device, floor)
+        rows.append({
+            "problem_id": int(r["problem_id"]), "problem": _problem_label(r["problem_name"]),
+            "model_config": model_config, "bound": bound, "per_call_ms": per_call, "device_ms": device,
+            "floor_ms": floor, "per_call_over_floor": _ratio(per_call, floor), "device_over_floor": device_over_floor,
+            "gap_us": (per_call - device) * 1e3 if device is not None and per_call == per_call else None,
+            "device_within_target": None if device_over_floor is None else bool(device_over_floor <= FLOOR_TARGET),
+            "target_gap_us": (FLOOR_TARGET * floor - device) * 1e3 if device is not None and floor else None,
+            "n_kernels": len(top) if isinstance(top, list) else None,
+        })
+    out = pd.DataFrame(rows, columns=list(DEVICE_COLUMNS))
+    for col in ("per_call_ms", "device_ms", "floor_ms", "per_call_over_floor", "device_over_floor", "gap_us",
+                "target_gap_us"):
+        out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
+    return out.sort_values("problem_id", kind="stable").reset_index(drop=True)
+
+
+def device_notes(view: pd.DataFrame, machine: dict) -> list[str]:
+    """:func:`device_time_view` in sentences, numbers from the records: which memory-bound problems are within
+    :data:`FLOOR_TARGET` of their floor by device time and by per-call time, how much gap the per-call target leaves
+    those within it by device time, and the gap between the two times (in us and in the machine's empty-Triton-launch
+    latencies, where measured)."""
+    timed = view[view["device_ms"].notna()]
+    if not len(timed):
+        return [("no device times in these records (no profiled call: a CPU run has no device kernels to profile): "
+                 "the per-call time is the only view")]
+
+    def _listed(rows: pd.DataFrame, col: str) -> str:
+        return (f"{len(rows)}: " + ", ".join(f"{r.problem_id} ({getattr(r, col):.2f}x)" for r in rows.itertuples())
+                if len(rows) else "none")
+
+    notes = []
+    mem = timed[(timed["bound"] == "memory") & timed["floor_ms"].notna()]
+    if len(mem):
+        by_device = mem[mem["device_over_floor"] <= FLOOR_TARGET]
+        by_call = mem[mem["per_call_over_floor"] <= FLOOR_TARGET]
+        notes.append(f"memory-bound problems within {FLOOR_TARGET}x of the floor, of {len(mem)} with a device time: "
+                     f"by device time {_listed(by_device, 'device_over_floor')}; by per-call time "
+                     f"{_listed(by_call, 'per_call_over_floor')}")
+        notes.append(f"device time / floor, memory-bound: {mem['device_over_floor'].min():.2f}-"
+                     f"{mem['device_over_floor'].max():.2f}x; per-call time / floor: "
+                     f"{mem['per_call_over_floor'].min():.2f}-{mem['per_call_over_floor'].max():.2f}x")
+        if len(by_device):
+            notes.append("the most gap the per-call target leaves at these device times (the measured gap in "
+                         "brackets): " + ", ".join(f"{r.problem_id}: {r.target_gap_us:.0f} us ({r.gap_us:.0f} us)"
+                                                   for r in by_device.itertuples()))
+    gap = timed["gap_us"]
+    widest = timed.loc[gap.idxmax()]
+    note = (f"per-call median minus device time: {gap.min():.0f}-{gap.max():.0f} us over {len(timed)} problems "
+            f"(median {gap.median():.0f} us; largest: problem {widest['problem_id']}, {widest['gap_us']:.0f} us, "
+            f"{widest['n_kernels']} kernel names profiled)")
+    launch = launch_latency_ms(machine)
+    if launch is not None:
+        note += (f"; one empty Triton launch here takes {launch * 1e3:.1f} us, so the gap is "
+                 f"{gap.min() / (launch * 1e3):.1f}-{gap.max() / (launch * 1e3):.1f} launches' worth")
+    notes.append(note)
     return notes
 
 
@@ -385,19 +522,23 @@ def compare_runs(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("problem_id").reset_index(drop=True)
 
 
-def _floor_of(floors: pd.DataFrame, record) -> float | None:
-    match = floors[(floors["problem_id"] == record["problem_id"])
-                   & (floors["problem_sha256"] == record["problem_sha256"])
-                   & (floors["size_scale"] == record["size_scale"])]
-    return float(match["floor_ms"].iloc[-1]) if len(match) else None
+
+
+def _samples(value) -> list | None:
+    """A record's per-call samples as a list, ``None`` where absent (a frame holds NaN for a field a record lacks)."""
+    return list(value) if isinstance(value, (list, tuple)) else None
 
 
 def variants(folder: str | Path) -> pd.DataFrame:
     """The folder's records of other model configurations than ours (``gpu_run --candidates``), one row each
     (columns :data:`VARIANT_COLUMNS`), beside our kernel's record of the same problem in the same run: medians and
     interquartile ranges, ``variant_over_ours`` (above 1: the variant is slower), ``iqr_disjoint`` (the two
-    interquartile ranges do not overlap), each one's speedup over eager with its interval, and each one's ratio to the
-    floor. ``correct``: both verdicts passed. Empty (with the columns) when the folder has no variant."""
+    interquartile ranges do not overlap), each one's speedup over eager with its interval, each one's ratio to the
+    floor, and ``variant_over_ours_ci_low``/``_high``: the 95 % bootstrap interval of median(variant) / median(ours)
+    from the two records' per-call samples (:func:`kbstudy.timing.speedup_interval` with the variant as the baseline;
+    an interval above 1 means ours is faster, below 1 the variant; NaN where a record has too few samples). Both
+    records come from the same run against the same eager timing, so no band between runs applies. ``correct``: both
+    verdicts passed. Empty (with the columns) when the folder has no variant."""
     records = load_records(folder)
     floors = load_floors(folder)
     ours = records[records["model_config"] == MODEL_CONFIG].set_index("problem_id")
@@ -415,6 +556,7 @@ def variants(folder: str | Path) -> pd.DataFrame:
         disjoint = None
         if None not in (v_q1, v_q3, o_q1, o_q3):
             disjoint = bool(v_q3 < o_q1 or o_q3 < v_q1)
+        interval = speedup_interval(_samples(r.get("candidate_ms_samples")), _samples(get(o, "candidate_ms_samples")))
         rows.append({
             "problem_id": int(r["problem_id"]), "problem": _problem_label(r["problem_name"]),
             "model_config": r["model_config"],
@@ -430,6 +572,8 @@ def variants(folder: str | Path) -> pd.DataFrame:
             "ours_speedup_ci_low": get(o, "speedup_vs_eager_ci_low"),
             "ours_speedup_ci_high": get(o, "speedup_vs_eager_ci_high"),
             "variant_over_floor": _ratio(v_ms, floor), "ours_over_floor": _ratio(o_ms, floor),
+            "variant_over_ours_ci_low": interval[0] if interval else None,
+            "variant_over_ours_ci_high": interval[1] if interval else None,
         })
     out = pd.DataFrame(rows, columns=list(VARIANT_COLUMNS))
     for col in VARIANT_COLUMNS:
@@ -550,8 +694,11 @@ def gather_notes(bandwidth: pd.DataFrame, machine: dict) -> list[str]:
 
 
 def variant_notes(table: pd.DataFrame) -> list[str]:
-    """:func:`variants` in sentences, one per variant: its median and interquartile range beside ours, and both
-    speedups over eager with their intervals (the same eager timing: same run, same reference)."""
+    """:func:`variants` in sentences. First, for each model configuration with variants of two or more problems,
+    one summary: the range of variant / ours and on which problems the interval of that ratio lies above 1 (ours
+    faster), below 1 (the variant faster) or contains 1. Then one sentence per variant: its median and interquartile
+    range beside ours, variant / ours with its interval, and both speedups over eager with their intervals (the same
+    eager timing: same run, same reference)."""
     if not len(table):
         return ["no variant candidates in this run (only ours, model configuration " + MODEL_CONFIG + ")"]
 
@@ -559,6 +706,28 @@ def variant_notes(table: pd.DataFrame) -> list[str]:
         return f" [{low:.2f}, {high:.2f}]" if low == low and high == high else ""
 
     notes = []
+    for config, rows in table.groupby("model_config", sort=True):
+        paired = rows[rows["ours_ms"].notna()]
+        if len(paired) < 2:
+            continue
+        low, high = paired["variant_over_ours_ci_low"], paired["variant_over_ours_ci_high"]
+        known = low.notna() & high.notna()
+        slower, faster = paired[known & (low > 1)], paired[known & (high < 1)]
+        same = paired[known & (low <= 1) & (high >= 1)]
+
+        def _with_ratios(rows: pd.DataFrame) -> str:
+            return ", ".join(f"{r.problem_id} ({r.variant_over_ours:.2f}x)" for r in rows.itertuples()) or "none"
+
+        note = (f"{config} beside ours on {len(paired)} problems (same run, same eager timing): variant / ours median "
+                f"time {paired['variant_over_ours'].min():.2f}-{paired['variant_over_ours'].max():.2f}x (median "
+                f"{paired['variant_over_ours'].median():.2f}x)")
+        if known.any():
+            note += (f"; 95 % interval of variant / ours above 1 (ours faster) on {len(slower)}: "
+                     f"{_with_ratios(slower)}; below 1 (the variant faster) on {len(faster)}: {_with_ratios(faster)}; "
+                     f"containing 1 on {len(same)}: {_with_ratios(same)}")
+        if not known.all():
+            note += f"; no interval (too few samples) on {int((~known).sum())}"
+        notes.append(note)
     for r in table.itertuples():
         if r.ours_ms != r.ours_ms:
             notes.append(f"problem {r.problem_id} {r.model_config}: {r.variant_ms:.3f} ms; no record of ours to "
@@ -570,7 +739,8 @@ def variant_notes(table: pd.DataFrame) -> list[str]:
         notes.append(
             f"problem {r.problem_id} {r.model_config} ({verdict}): {r.variant_ms:.3f} ms (IQR {r.variant_q1_ms:.3f}-"
             f"{r.variant_q3_ms:.3f}) against ours {r.ours_ms:.3f} ms ({r.ours_q1_ms:.3f}-{r.ours_q3_ms:.3f}), "
-            f"{r.variant_over_ours:.2f}x ours' time, {iqr}; speedup vs eager {r.variant_speedup_vs_eager:.2f}x"
+            f"{r.variant_over_ours:.2f}x ours' time{ci(r.variant_over_ours_ci_low, r.variant_over_ours_ci_high)}, "
+            f"{iqr}; speedup vs eager {r.variant_speedup_vs_eager:.2f}x"
             f"{ci(r.variant_speedup_ci_low, r.variant_speedup_ci_high)} against ours {r.ours_speedup_vs_eager:.2f}x"
             f"{ci(r.ours_speedup_ci_low, r.ours_speedup_ci_high)}")
     return notes

@@ -1,5 +1,7 @@
 """Notebook 4's tables: the launch-aware view (launch latency, launch-bound flags, ours / (floor + one launch)) read
-from a copy of the committed CPU records, with and without a launch latency in ``machine.json``."""
+from a copy of the committed CPU records, with and without a launch latency in ``machine.json``; variants, kernel
+moves and the gather bandwidth; and the device-time view and the variants' intervals, on the committed session-7 H200
+records (``h200-dlrm-s7``) and on synthetic edits of the CPU records."""
 
 import json
 import shutil
@@ -194,3 +196,184 @@ def test_achieved_and_gather_bandwidth(tmp_path):
     assert "3: " in notes[1] and "(2.00x the gather bandwidth)" in notes[1]
     above = [str(i) for i in bw.index if bw.loc[i, "gathers"] and bw.loc[i, "over_gather"] > 1]
     assert notes[2].startswith("above the gather bandwidth: " + ", ".join(above) + ", so index_select's rate")
+
+
+# ------------------------------------------------------------------------------------------------ device-time view
+
+S7_RECORDS = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-dlrm-s7"
+needs_s7 = pytest.mark.skipif(not (S7_RECORDS / "evaluations.jsonl").exists(), reason="h200-dlrm-s7 records absent")
+
+
+def _raw_records(folder: Path, model_config: str = "kbstudy-triton") -> dict:
+    rows = [json.loads(line) for line in (folder / "evaluations.jsonl").read_text().splitlines() if line.strip()]
+    return {r["problem_id"]: r for r in rows if r["model_config"] == model_config}
+
+
+@needs_s7
+def test_device_time_view_on_the_s7_records():
+    """Ours on the quiet session-7 run: device time = the profiled call's kernel durations (every kernel, and here
+    also the sum of ``top_kernels``: no call had more than five kernel names), per-call time and floor as
+    ``load_run`` gives them, the gap between the two, and the 1.25x target by device time (1, 3, 4, 8) against
+    per-call time (none)."""
+    view = report.device_time_view(S7_RECORDS)
+    assert list(view.columns) == list(report.DEVICE_COLUMNS)
+    assert view["problem_id"].tolist() == list(range(1, 13)) and set(view["model_config"]) == {"kbstudy-triton"}
+    raw = _raw_records(S7_RECORDS)
+    top_sum = {pid: sum(k["us"] for k in r["top_kernels"]) / 1e3 for pid, r in raw.items()}
+    by_origin = {pid: sum(r["metadata"]["kernel_time_us_by_origin"].values()) / 1e3 for pid, r in raw.items()}
+    v = view.set_index("problem_id")
+    assert v["device_ms"].to_dict() == pytest.approx(by_origin)
+    assert v["device_ms"].to_dict() == pytest.approx(top_sum, abs=1e-5)
+    assert v["n_kernels"].to_dict() == {pid: len(r["top_kernels"]) for pid, r in raw.items()}
+    table, machine = report.load_run(S7_RECORDS)
+    t = table.set_index("problem_id")
+    assert v["per_call_ms"].to_dict() == t["ours_ms"].to_dict() and v["floor_ms"].to_dict() == t["floor_ms"].to_dict()
+    assert v["bound"].to_dict() == t["bound"].to_dict()
+    assert v["per_call_over_floor"].to_numpy() == pytest.approx(t["ours_over_floor"].to_numpy())
+    assert v["device_over_floor"].to_numpy() == pytest.approx((v["device_ms"] / v["floor_ms"]).to_numpy())
+    assert v["gap_us"].to_numpy() == pytest.approx(((v["per_call_ms"] - v["device_ms"]) * 1e3).to_numpy())
+    assert (v["gap_us"] > 0).all()
+    assert v["target_gap_us"].to_numpy() == pytest.approx(((1.25 * v["floor_ms"] - v["device_ms"]) * 1e3).to_numpy())
+    assert ((v["target_gap_us"] >= 0) == v["device_within_target"]).all()
+    mem = v[v["bound"] == "memory"]
+    assert sorted(mem.index[mem["device_within_target"]]) == [1, 3, 4, 8]
+    assert not (mem["per_call_over_floor"] <= report.FLOOR_TARGET).any()
+    notes = report.device_notes(view, machine)
+    assert notes[0] == ("memory-bound problems within 1.25x of the floor, of 10 with a device time: by device time "
+                        "4: 1 (1.24x), 3 (1.14x), 4 (1.20x), 8 (1.12x); by per-call time none")
+    assert notes[2] == ("the most gap the per-call target leaves at these device times (the measured gap in "
+                        "brackets): 1: 1 us (37 us), 3: 21 us (72 us), 4: 25 us (52 us), 8: 19 us (38 us)")
+    assert notes[3].startswith("per-call median minus device time: 34-109 us over 12 problems (median 47 us; "
+                               "largest: problem 5, 109 us, 5 kernel names profiled); one empty Triton launch here "
+                               "takes 14.9 us")
+
+    # the lean launch changes the host's part of a call, not the kernels: same device time as the JIT-launched files
+    jit = report.device_time_view(S7_RECORDS, model_config="kbstudy-triton-jit").set_index("problem_id")
+    assert set(jit["model_config"]) == {"kbstudy-triton-jit"}
+    assert (jit["device_ms"] / v["device_ms"]).to_numpy() == pytest.approx([1.0] * 12, abs=0.02)
+    assert jit.loc[7, "gap_us"] - v.loc[7, "gap_us"] > 40
+
+
+def _with_device_times(rows):
+    """Problem 1: a call with six kernel names (``top_kernels`` keeps five, ``kernel_time_us_by_origin`` has all);
+    problem 3: ``top_kernels`` only; every other problem: no profiled call (as on a CPU)."""
+    out = []
+    for r in rows:
+        r = dict(r)
+        floor_us = r.pop("_floor_us")
+        if r["problem_id"] == 1:  # six kernels of 0.2 floor each: 1.2 x floor in all, 1.0 x floor in the top five
+            r["top_kernels"] = [{"name": f"k{i}", "us": 0.2 * floor_us, "origin": "custom", "library": None,
+                                 "category": "other"} for i in range(5)]
+            r["metadata"] = {**r["metadata"], "kernel_time_us_by_origin": {"custom": 1.2 * floor_us, "inductor": 0.0,
+                                                                           "vendor": 0.0}}
+        elif r["problem_id"] == 3:
+            r["top_kernels"] = [{"name": "k", "us": 1.3 * floor_us, "origin": "custom", "library": None,
+                                 "category": "other"}]
+        out.append(r)
+    return out
+
+
+def test_device_time_view_sources_and_target(tmp_path):
+    """Device time from ``kernel_time_us_by_origin`` (every kernel) before ``top_kernels`` (five names at most);
+    records without a profiled call (the committed CPU run) leave the device columns empty and the notes say so; the
+    target flag is ``device / floor <= 1.25``."""
+    run = _run_copy(tmp_path / "a")
+    plain = report.device_time_view(run)
+    table, machine = report.load_run(run)
+    assert plain["device_ms"].isna().all() and plain["gap_us"].isna().all()
+    assert plain["device_within_target"].isna().all() and plain["n_kernels"].isna().all()
+    assert plain["per_call_ms"].tolist() == table["ours_ms"].tolist()
+    assert report.device_notes(plain, machine) == [
+        ("no device times in these records (no profiled call: a CPU run has no device kernels to profile): the "
+         "per-call time is the only view")]
+    assert report.device_time_view(run, model_config="nothing-here").empty
+
+    floors = table.set_index("problem_id")["floor_ms"] * 1e3
+    _rewrite_records(run, lambda rows: _with_device_times([{**r, "_floor_us": floors[r["problem_id"]]}
+                                                           for r in rows]))
+    view = report.device_time_view(run).set_index("problem_id")
+    assert view.loc[1, "device_over_floor"] == pytest.approx(1.2) and view.loc[1, "n_kernels"] == 5
+    assert view.loc[3, "device_over_floor"] == pytest.approx(1.3) and view.loc[3, "n_kernels"] == 1
+    assert view.loc[1, "device_within_target"] is True and view.loc[3, "device_within_target"] is False
+    assert view.drop(index=[1, 3])["device_ms"].isna().all()
+    ours = table.set_index("problem_id")["ours_ms"]
+    assert view.loc[1, "gap_us"] == pytest.approx((ours[1] - 1.2 * floors[1] / 1e3) * 1e3)
+    notes = report.device_notes(view.reset_index(), machine)
+    assert notes[0] == ("memory-bound problems within 1.25x of the floor, of 2 with a device time: by device time "
+                        "1: 1 (1.20x); by per-call time none")
+    assert view.loc[1, "target_gap_us"] == pytest.approx(0.05 * floors[1])  # (1.25 - 1.2) x floor, in us
+    assert view.loc[3, "target_gap_us"] == pytest.approx(-0.05 * floors[3])
+    assert notes[2] == ("the most gap the per-call target leaves at these device times (the measured gap in "
+                        f"brackets): 1: {0.05 * floors[1]:.0f} us ({view.loc[1, 'gap_us']:.0f} us)")
+    assert "launch" not in notes[-1]  # the CPU machine has no Triton launch latency
+    launch_us = 10.0
+    notes = report.device_notes(view.reset_index(), {"details": {"launch_triton_ms": [launch_us / 1e3]}})
+    gap = view["gap_us"].dropna()
+    assert notes[-1].endswith(f"one empty Triton launch here takes {launch_us:.1f} us, so the gap is "
+                              f"{gap.min() / launch_us:.1f}-{gap.max() / launch_us:.1f} launches' worth")
+
+
+def _with_two_timed_variants(rows):
+    """Twenty per-call samples for ours on problems 1 and 2; a variant at twice ours' times on 1 and half on 2."""
+    out = []
+    for r in rows:
+        if r["problem_id"] in (1, 2):
+            samples = [r["candidate_ms_median"] * (1 + 0.01 * i) for i in range(20)]
+            r = {**r, "candidate_ms_samples": samples}
+            factor = 2.0 if r["problem_id"] == 1 else 0.5
+            v = {**r, "model_config": "variant-y", "candidate_id": f"variant-y/L5/{r['problem_id']}/s0",
+                 "candidate_sha256": "y" * 64, "candidate_ms_samples": [s * factor for s in samples]}
+            for key in ("candidate_ms_median", "candidate_ms_q1", "candidate_ms_q3"):
+                v[key] = r[key] * factor
+            out += [r, v]
+        else:
+            out.append(r)
+    return out
+
+
+def test_variant_interval_and_summary(tmp_path):
+    """``variants``: the bootstrap interval of variant / ours from the two records' samples (NaN with the CPU run's
+    three samples); ``variant_notes`` opens with one summary per model configuration that covers several problems."""
+    run = _run_copy(tmp_path / "a")
+    _rewrite_records(run, _with_two_timed_variants)
+    v = report.variants(run).set_index("problem_id")
+    assert v.loc[1, "variant_over_ours"] == pytest.approx(2.0) and v.loc[2, "variant_over_ours"] == pytest.approx(0.5)
+    assert 1 < v.loc[1, "variant_over_ours_ci_low"] <= 2.0 <= v.loc[1, "variant_over_ours_ci_high"]
+    assert v.loc[2, "variant_over_ours_ci_low"] <= 0.5 <= v.loc[2, "variant_over_ours_ci_high"] < 1
+    notes = report.variant_notes(v.reset_index())
+    assert notes[0] == ("variant-y beside ours on 2 problems (same run, same eager timing): variant / ours median "
+                        "time 0.50-2.00x (median 1.25x); 95 % interval of variant / ours above 1 (ours faster) on 1: "
+                        "1 (2.00x); below 1 (the variant faster) on 1: 2 (0.50x); containing 1 on 0: none")
+    assert notes[1].startswith("problem 1 variant-y (correct): ") and len(notes) == 3
+    assert f"2.00x ours' time [{v.loc[1, 'variant_over_ours_ci_low']:.2f}, " in notes[1]
+
+    plain = _run_copy(tmp_path / "b")  # three samples per record: too few for an interval
+    _rewrite_records(plain, lambda rows: [r for r in _with_two_timed_variants(rows)
+                                          if r["model_config"] == "kbstudy-triton" or r["problem_id"] == 1]
+                     + [{**r, "model_config": "variant-z", "candidate_sha256": "z" * 64}
+                        for r in rows if r["problem_id"] in (3, 4)])
+    z = report.variants(plain)
+    z = z[z["model_config"] == "variant-z"]
+    assert len(z) == 2 and z["variant_over_ours_ci_low"].isna().all()
+    assert any(n.startswith("variant-z beside ours on 2 problems")
+               and n.endswith("; no interval (too few samples) on 2") for n in report.variant_notes(z))
+
+
+@needs_s7
+def test_variants_on_the_s7_records():
+    """The twelve JIT-launched files beside the lean-launch ones in the same run: the interval of variant / ours is
+    ``speedup_interval(jit samples, lean samples)``, and the summary sorts the problems by it."""
+    from kbstudy.timing import speedup_interval
+
+    v = report.variants(S7_RECORDS).set_index("problem_id")
+    assert len(v) == 12 and set(v["model_config"]) == {"kbstudy-triton-jit"} and v["correct"].all()
+    lean, jit = _raw_records(S7_RECORDS), _raw_records(S7_RECORDS, "kbstudy-triton-jit")
+    for pid in range(1, 13):
+        low, high = speedup_interval(jit[pid]["candidate_ms_samples"], lean[pid]["candidate_ms_samples"])
+        assert (v.loc[pid, "variant_over_ours_ci_low"], v.loc[pid, "variant_over_ours_ci_high"]) == (low, high)
+        assert jit[pid]["candidate_sha256"] != lean[pid]["candidate_sha256"]
+    summary = report.variant_notes(v.reset_index())[0]
+    assert summary.startswith("kbstudy-triton-jit beside ours on 12 problems (same run, same eager timing): variant / "
+                              "ours median time 0.95-1.77x (median 1.05x); 95 % interval of variant / ours above 1 "
+                              "(ours faster) on 10: 1 (1.04x), 2 (1.06x), 4 (1.01x), 6 (1.06x), 7 (1.77x), ")
+    assert summary.endswith("below 1 (the variant faster) on 1: 3 (0.95x); containing 1 on 1: 5 (1.00x)")
