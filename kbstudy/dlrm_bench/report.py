@@ -522,8 +522,6 @@ def compare_runs(before: pd.DataFrame, after: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("problem_id").reset_index(drop=True)
 
 
-
-
 def _samples(value) -> list | None:
     """A record's per-call samples as a list, ``None`` where absent (a frame holds NaN for a field a record lacks)."""
     return list(value) if isinstance(value, (list, tuple)) else None
