@@ -204,6 +204,7 @@ class Child:
         child_conn.close()
         self.started = time.perf_counter()
         self._idle = False
+        self._kill_lock = threading.Lock()
 
     def wait_idle(self, timeout: float = 300.0) -> None:
         if not self._idle:
@@ -255,15 +256,21 @@ class Child:
         self.kill()
 
     def kill(self) -> None:
-        if self.process.pid is not None:
-            try:
-                os.killpg(self.process.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError, OSError):
-                pass
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join(10)
-        self.conn.close()
+        """Kill the child's process group and close the connection. Safe to call again and from several threads at
+        once: a build queue's ``close()`` and the build's own thread can both kill one build process, and two
+        unguarded ``Connection.close()`` calls close one file descriptor twice (EBADF, or worse, a descriptor number
+        reused meanwhile by another pipe)."""
+        with self._kill_lock:
+            if self.process.pid is not None:
+                try:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError, OSError):
+                    pass
+            if self.process.is_alive():
+                self.process.kill()
+            self.process.join(10)
+            if not self.conn.closed:
+                self.conn.close()
 
 
 class ChildPool:

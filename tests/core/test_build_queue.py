@@ -105,3 +105,38 @@ def test_a_build_process_that_cannot_start_is_a_result_not_an_exception(tmp_path
     results = _build_all([cand], tmp_path, jobs=1)
     assert results[cand.sha256]["built"] is False
     assert "did not start: OSError: Resource temporarily unavailable" in results[cand.sha256]["error"]
+
+
+def test_child_kill_from_two_threads_closes_the_pipe_once(monkeypatch):
+    # BuildQueue.close() and the build's own thread can kill one build process at the same moment; each used to close
+    # the connection, and the second close hit a closed descriptor (EBADF: a flaky test under CPU load)
+    import threading
+
+    from kbstudy.evaluate import Child, _start_forkserver
+
+    _start_forkserver("cpu")
+    child = Child()
+    child.wait_idle()
+    real_close, calls = child.conn.close, []
+
+    def slow_close():
+        calls.append(threading.get_ident())
+        time.sleep(0.2)  # widens the window in which the other thread would close it too
+        real_close()
+
+    monkeypatch.setattr(child.conn, "close", slow_close)
+    errors = []
+
+    def kill():
+        try:
+            child.kill()
+        except Exception as exc:  # noqa: BLE001 - what the test looks for
+            errors.append(exc)
+
+    threads = [threading.Thread(target=kill) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert not errors and len(calls) == 1 and child.conn.closed and not child.process.is_alive()
+    child.kill()  # and once more, later: nothing left to do
