@@ -62,8 +62,9 @@ def _launch(kernel, key, grid, *args, **kwargs):
     ``JITFunction.run``, which compiles or finds the kernel and returns it. Every later launch calls that compiled
     kernel's launcher directly (``CompiledKernel[grid](*args)``), skipping the JIT's argument binding and cache-key
     hashing and the autotuner's bookkeeping: each timed call pays the host time before its kernel starts (the device
-    waits for it), which exceeds the device time of the launch-bound problems. If a direct launch raises (a Triton
-    whose launcher takes other arguments), this and every later launch go through the JIT."""
+    waits for it), which exceeds the device time of the launch-bound problems. Compiled kernels are kept per current
+    device, as the JIT keeps them. If a direct launch raises (a Triton whose launcher takes other arguments), this and
+    every later launch go through the JIT."""
     autotuned = hasattr(kernel, "configs")
     jit = kernel.fn if autotuned else kernel
     tuned = _TUNED.get(key) if autotuned else {}
@@ -73,19 +74,23 @@ def _launch(kernel, key, grid, *args, **kwargs):
         if best is not None:
             _TUNED[key] = best.all_kwargs()
         return
-    ckey = (id(jit), key, tuple(kwargs.items()), _specialization(args))
-    compiled = _COMPILED.get(ckey) if _DIRECT[0] else None
-    if compiled is not None:
-        meta = {**kwargs, **tuned}
-        g = grid(meta) if callable(grid) else grid
-        g = (g[0], g[1] if len(g) > 1 else 1, g[2] if len(g) > 2 else 1)
+    ckey = None
+    if _DIRECT[0]:
         try:
-            compiled[g](*args, *[meta[name] for name in jit.arg_names[len(args):]])
-            return
+            # the JIT's own device (a compiled kernel is loaded into one device's context), then what it compiles for
+            device = triton.runtime.driver.active.get_current_device()
+            ckey = (device, id(jit), key, tuple(kwargs.items()), _specialization(args))
+            compiled = _COMPILED.get(ckey)
+            if compiled is not None:
+                meta = {**kwargs, **tuned}
+                g = grid(meta) if callable(grid) else grid
+                g = (g[0], g[1] if len(g) > 1 else 1, g[2] if len(g) > 2 else 1)
+                compiled[g](*args, *[meta[name] for name in jit.arg_names[len(args):]])
+                return
         except (TypeError, KeyError, AttributeError, ValueError):
             _DIRECT[0] = False
     compiled = jit[grid](*args, **kwargs, **tuned)
-    if _DIRECT[0] and compiled is not None and hasattr(compiled, "function"):
+    if _DIRECT[0] and ckey is not None and compiled is not None and hasattr(compiled, "function"):
         _COMPILED[ckey] = compiled
 
 #: spin-wait cap (loop iterations, ~0.5-1 us each on a GPU): a wrong answer instead of a hang if ever exceeded
