@@ -292,14 +292,11 @@ def folder_findings(store):
     reads them (:func:`kbstudy.audit.null_findings`, with ``error_message``): a record made under older checks is
     judged with the problem flags resolved the same way (recorded, or recomputed from the null candidates' metrics
     where its reference record predates them), so this report and the audit count the same violations."""
-    from kbstudy.audit import null_findings, setting_label
+    from kbstudy.audit import load_records, null_findings
 
-    evaluations = store.evaluations_frame()
-    if len(evaluations):
-        evaluations = evaluations.assign(
-            setting=[setting_label(h, s) for h, s in zip(evaluations["hardware"], evaluations["size_scale"])],
-            records_dir=str(store.folder))
-    return null_findings(evaluations, store.references_frame(), extra_columns=("error_message",))
+    # the audit's loader adds the ``setting`` and ``records_dir`` columns null_findings keys on
+    evaluations, references = load_records([store.folder], root=store.folder.parent)
+    return null_findings(evaluations, references, extra_columns=("error_message",))
 
 
 # ------------------------------------------------------------------------------------------------ problem selection
