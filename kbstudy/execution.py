@@ -7,12 +7,16 @@ Used by ``reference.py`` (the reference process) and ``worker.py`` (the candidat
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib.util
 import linecache
+import os
 import random
 import sys
 import types
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterator
 
 PRECISIONS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
@@ -78,6 +82,51 @@ def load_module(source: str, name: str, filename: str) -> types.ModuleType:
     code = compile(source, filename, "exec")
     exec(code, module.__dict__)  # noqa: S102 - running candidate code is this process's job
     return module
+
+
+#: the file, in a candidate's ``TORCH_EXTENSIONS_DIR``, that :func:`extensions_lock` locks
+EXTENSIONS_LOCK_FILE = ".kbstudy-load.lock"
+
+
+@contextlib.contextmanager
+def extensions_lock(root: str | os.PathLike | None = None) -> Iterator[list[Path]]:
+    """Hold an exclusive lock on a candidate's extensions folder, and remove the build locks no live build holds.
+
+    ``torch.utils.cpp_extension`` guards each extension's build folder with a lock *file* (``<root>/<name>/lock``, a
+    ``torch.utils.file_baton.FileBaton``); a process that finds one polls until it disappears, with no timeout. A
+    build killed mid-way (a batch stopped at its deadline, a device call that ended) leaves it behind, and every
+    later load of that candidate then waits out kbstudy's load timeout (900 s by default) and fails. On the H200, one
+    left by a phase stopped at the end of a device call stalled the same phase in the next two calls (session 8).
+
+    Every kbstudy process that loads a candidate (the build process and the worker, ``kbstudy.worker``) does so
+    inside this lock, an ``fcntl.flock`` that the kernel releases when its holder dies, and ``root`` is the
+    candidate's own folder (``kbstudy.evaluate`` sets ``TORCH_EXTENSIONS_DIR`` per source SHA-256). So a build lock
+    found while holding it belongs to no live build, and is removed. Loads of the same candidate by two processes
+    (two batches sharing a build cache) take turns; other candidates are not held up.
+
+    Args:
+        root: the extensions folder; default ``$TORCH_EXTENSIONS_DIR``. With neither, nothing is locked or removed
+            (torch's default folder is shared with builds that are not kbstudy's).
+
+    Yields the build-lock paths removed (empty when none was left). Raises ``OSError`` if the folder cannot be
+    created or locked. A candidate that compiles later than its module's import (in ``__init__`` or ``forward``)
+    does so outside the lock.
+    """
+    root = root if root is not None else os.environ.get("TORCH_EXTENSIONS_DIR")
+    if not root:
+        yield []
+        return
+    folder = Path(root)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / EXTENSIONS_LOCK_FILE, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            stale = sorted(p for p in folder.glob("*/lock") if p.is_file())
+            for path in stale:
+                path.unlink(missing_ok=True)
+            yield stale
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def flatten_outputs(out: Any) -> list:

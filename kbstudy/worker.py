@@ -329,7 +329,11 @@ def _build(conn, job: dict) -> None:
 
     started = time.perf_counter()
     try:
-        module = execution.load_module(job["source"], "kbstudy_candidate", job.get("filename", "<candidate>"))
+        with execution.extensions_lock() as stale:  # a build killed earlier may have left torch's lock file
+            module = execution.load_module(job["source"], "kbstudy_candidate", job.get("filename", "<candidate>"))
+        if stale:
+            print(f"kbstudy: removed {len(stale)} stale extension build lock(s): {', '.join(map(str, stale))}",
+                  file=sys.stderr)
         ok = hasattr(module, "ModelNew")
         conn.send({"built": ok, "error": None if ok else "source defines no ModelNew",
                    "seconds": time.perf_counter() - started})
@@ -370,7 +374,9 @@ class CandidateWorker:
         self.timing_inputs = None
         self.timed_outputs = None
         try:
-            module = execution.load_module(self.job["source"], "kbstudy_candidate", self.job.get("filename", "<candidate>"))
+            with execution.extensions_lock():  # as in _build: no wait on a lock file a killed build left
+                module = execution.load_module(self.job["source"], "kbstudy_candidate",
+                                               self.job.get("filename", "<candidate>"))
             if not hasattr(module, "ModelNew"):
                 raise AttributeError("the candidate source defines no ModelNew")
             self.model_cls = module.ModelNew

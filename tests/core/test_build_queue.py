@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import os
+import shutil
 import time
 
 import pytest
@@ -140,3 +141,82 @@ def test_child_kill_from_two_threads_closes_the_pipe_once(monkeypatch):
         t.join(30)
     assert not errors and len(calls) == 1 and child.conn.closed and not child.process.is_alive()
     child.kill()  # and once more, later: nothing left to do
+
+
+# ------------------------------------------------------------------ a build lock left by a killed build (session 8)
+
+
+def _stale_build_lock(tmp_path, cand, name: str = "ext"):
+    """torch's build lock file for extension ``name`` of ``cand``, as a build killed mid-way leaves it."""
+    folder = tmp_path / "cache" / "torch_extensions" / cand.sha256[:20] / name
+    folder.mkdir(parents=True)
+    (folder / "lock").write_text("")
+    return folder / "lock"
+
+
+def test_a_stale_build_lock_is_removed_not_waited_on(tmp_path):
+    # the source does what torch.utils.cpp_extension._jit_compile does around a build, with torch's own FileBaton:
+    # without kbstudy's lock, wait() polls the leftover file until the load timeout
+    body = ("from torch.utils.cpp_extension import _get_build_directory\n"
+            "from torch.utils.file_baton import FileBaton\n"
+            "baton = FileBaton(os.path.join(_get_build_directory('ext', False), 'lock'))\n"
+            "if baton.try_acquire():\n    baton.release()\nelse:\n    baton.wait()\n")
+    cand = _cuda_candidate(1, body)
+    stale = _stale_build_lock(tmp_path, cand)
+    started = time.monotonic()
+    results = _build_all([cand], tmp_path, jobs=1)  # load timeout 60 s
+    assert results[cand.sha256]["built"], results[cand.sha256]
+    assert time.monotonic() - started < 30 and not stale.exists()
+
+
+@pytest.mark.slow
+def test_a_real_load_inline_build_goes_through_a_stale_build_lock(tmp_path):
+    from torch.utils.cpp_extension import is_ninja_available
+
+    if shutil.which("c++") is None or not is_ninja_available():
+        pytest.skip("needs a C++ compiler and ninja")
+    body = ("from torch.utils.cpp_extension import load_inline\n"
+            "ext = load_inline(name='kbstudy_lock_test', cpp_sources='int add1(int x) { return x + 1; }',\n"
+            "                  functions=['add1'])\nassert ext.add1(2) == 3\n")
+    cand = _cuda_candidate(1, body)
+    stale = _stale_build_lock(tmp_path, cand, "kbstudy_lock_test")
+    results = _build_all([cand], tmp_path, jobs=1)
+    assert results[cand.sha256]["built"], results[cand.sha256]
+    assert not stale.exists()
+
+
+def test_a_live_build_lock_is_waited_for_not_removed(tmp_path):
+    # a second loader of the same candidate (two batches sharing a cache) waits for the first, whose lock file is live
+    import threading
+
+    from kbstudy.execution import extensions_lock
+
+    root = tmp_path / "ext_root"
+    holding, release = threading.Event(), threading.Event()
+    live = root / "ext" / "lock"
+
+    def first_loader():
+        with extensions_lock(root):
+            live.parent.mkdir(parents=True)
+            live.write_text("")
+            holding.set()
+            release.wait(10)
+            live.unlink()  # torch removes its lock file when its build ends
+
+    thread = threading.Thread(target=first_loader)
+    thread.start()
+    assert holding.wait(10)
+    threading.Timer(1.0, release.set).start()
+    started = time.monotonic()
+    with extensions_lock(root) as removed:
+        waited = time.monotonic() - started
+    thread.join(10)
+    assert waited >= 0.8 and removed == []
+
+
+def test_without_an_extensions_folder_nothing_is_locked(monkeypatch):
+    from kbstudy.execution import extensions_lock
+
+    monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
+    with extensions_lock() as removed:
+        assert removed == []
