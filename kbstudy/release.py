@@ -30,7 +30,7 @@ import re
 from pathlib import Path
 from typing import Iterable, List, Optional
 
-from kbstudy.records import JSON_COLUMNS, iter_jsonl
+from kbstudy.records import JSON_COLUMNS, iter_jsonl, record_identity
 
 RECORD_FILES = ("evaluations.jsonl", "references.jsonl")
 #: The derived columns a release adds to the evaluation records, with their meaning (also in schema.json).
@@ -50,30 +50,35 @@ _SORT = ["hardware", "problem_version", "precision", "model_config", "level", "p
 
 
 def merge_record_folders(dest: str | os.PathLike, sources: Iterable[str | os.PathLike]) -> dict[str, int]:
-    """Merge the record files of ``sources`` into ``dest`` (``evaluations.jsonl``, ``references.jsonl``): each record
-    key once, the first occurrence in source order kept, lines written unchanged. ``dest`` may be one of the sources.
-    Files are replaced atomically (written beside, then renamed). Returns ``{file name: records written}``.
+    """Merge the record files of ``sources`` into ``dest`` (``evaluations.jsonl``, ``references.jsonl``): one record per
+    identity -- an evaluation's ``(key, model_config, sample_id)`` (``kbstudy.records.record_identity``: the same code
+    under two configurations is two records), a reference's ``key`` -- and of several, the newest by ``created_utc``
+    (ISO 8601 UTC, so text order is time order; on a tie or with no time, the first in source order). Lines are
+    written unchanged, at the position of the identity's first occurrence. ``dest`` may be one of the sources. Files
+    are replaced atomically (written beside, then renamed). Returns ``{file name: records written}``.
 
-    What the GPU scripts run after parallel evaluations into separate folders (each evaluation's records are
-    immutable per key, so which copy is kept does not matter)."""
+    What the GPU scripts run after evaluations into separate folders, each begun as a copy of ``dest``. The newest
+    wins because a retried record (``kbstudy eval --retry-outcome``) is appended under the key of the one it
+    replaces, and a folder copied before that retry still holds the old one; keeping the first copy, as this did
+    until session 8, dropped the five retried records of a device call."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     sources = [Path(s) for s in sources]
     counts = {}
     for name in RECORD_FILES:
-        seen: set[str] = set()
-        lines: list[str] = []
+        chosen: dict[tuple, dict] = {}  # insertion order: each identity's first occurrence
         for src in sources:
             for row in iter_jsonl(src / name):
-                key = row.get("key")
-                if key is None or key in seen:
+                if row.get("key") is None:
                     continue
-                seen.add(key)
-                lines.append(json.dumps(row))
+                ident = record_identity(row) if name == "evaluations.jsonl" else (row["key"],)
+                kept = chosen.get(ident)
+                if kept is None or str(row.get("created_utc") or "") > str(kept.get("created_utc") or ""):
+                    chosen[ident] = row
         tmp = dest / f".{name}.merge"
-        tmp.write_text("".join(line + "\n" for line in lines))
+        tmp.write_text("".join(json.dumps(row) + "\n" for row in chosen.values()))
         os.replace(tmp, dest / name)
-        counts[name] = len(lines)
+        counts[name] = len(chosen)
     return counts
 
 

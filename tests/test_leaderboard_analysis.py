@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -270,6 +271,54 @@ def test_gpu_script_runs_resumes_and_matches_the_study(tmp_path):
                    RUN_GROUPS="top5", PRECISIONS="bf16", VERSIONS="v0", REDO="1",
                    EXTRA_EVAL_ARGS="--retry-outcome out_of_memory")
     assert "pending here: 1" in redo.stdout and "--retry-outcome out_of_memory" in redo.stdout
+
+
+def test_gpu_script_redo_keeps_the_retried_records(tmp_path):
+    """A REDO call's retried records replace the ones they retry in the merged folder (session 8's retry of five
+    out-of-memory records ran on the H200 and was then dropped by the merge, which kept the first copy of a key)."""
+    common = dict(CHUNKS="19-19", RUN_GROUPS="top5", PRECISIONS="bf16", VERSIONS="v0")
+    first = _script(tmp_path / "call1", RECORDS_DIR=str(tmp_path / "none"),
+                    EXTRA_EVAL_ARGS="--device cpu --size-scale 0.0625", **common)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    before = RecordStore(tmp_path / "call1" / "rec").evaluations_frame()
+    assert len(before) == 5 and set(before["outcome"]) == {"skipped"}
+    time.sleep(1.1)  # created_utc has whole seconds
+    redo = _script(tmp_path / "call2", RECORDS_DIR=str(tmp_path / "call1" / "rec"), REDO="1",
+                   EXTRA_EVAL_ARGS="--device cpu --size-scale 0.0625 --retry-outcome skipped", **common)
+    assert redo.returncode == 0, redo.stdout[-3000:] + redo.stderr[-3000:]
+    after = RecordStore(tmp_path / "call2" / "rec").evaluations_frame()
+    assert len(after) == 5 and sorted(after["key"]) == sorted(before["key"])
+    assert (after.set_index("key")["created_utc"] > before.set_index("key")["created_utc"]).all()
+    assert len((tmp_path / "call2" / "rec" / "evaluations.jsonl").read_text().splitlines()) == 5
+
+
+def test_merge_keeps_the_newest_record_of_each_identity(tmp_path):
+    """Per evaluation identity (key, model configuration, sample): the newest record, whichever folder holds it; the
+    same code under two configurations stays two records; a stale copy merged later changes nothing."""
+    from kbstudy.release import merge_record_folders
+
+    rows = [json.loads(line) for line in (H200 / "evaluations.jsonl").read_text().splitlines()[:3]]
+    refs = [json.loads(line) for line in (H200 / "references.jsonl").read_text().splitlines()[:2]]
+
+    def folder(name, evaluations, references):
+        path = tmp_path / name
+        path.mkdir()
+        (path / "evaluations.jsonl").write_text("".join(json.dumps(r) + "\n" for r in evaluations))
+        (path / "references.jsonl").write_text("".join(json.dumps(r) + "\n" for r in references))
+        return path
+
+    old = folder("old", rows, refs)
+    retried = {**rows[1], "outcome": "evaluated", "created_utc": "2099-01-01T00:00:00+00:00"}
+    same_code = {**rows[2], "model_config": "another-configuration", "candidate_id": "another"}
+    new_ref = {**refs[0], "eager_ms_median": 1.0, "created_utc": "2099-01-01T00:00:00+00:00"}
+    work = folder("work", rows + [retried, same_code], refs + [new_ref])
+    dest = tmp_path / "dest"
+    assert merge_record_folders(dest, [old, work]) == {"evaluations.jsonl": 4, "references.jsonl": 2}
+    assert merge_record_folders(dest, [dest, old]) == {"evaluations.jsonl": 4, "references.jsonl": 2}
+    merged = [json.loads(line) for line in (dest / "evaluations.jsonl").read_text().splitlines()]
+    assert merged[1] == retried and merged[0] == rows[0] and merged[3] == same_code  # first positions kept
+    merged_refs = [json.loads(line) for line in (dest / "references.jsonl").read_text().splitlines()]
+    assert merged_refs[0]["eager_ms_median"] == 1.0
 
 
 def test_gpu_script_spends_its_last_seconds_on_bf16_phases(tmp_path):
