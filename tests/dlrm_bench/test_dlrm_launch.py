@@ -89,3 +89,20 @@ def test_specialization_tells_apart_what_triton_compiles_apart(spec):
     # bools and other values are compared by value (constexpr-like), a float only by its type
     assert spec((True,)) != spec((False,)) and spec((None,)) == spec((None,))
     assert spec((1.0,)) == spec((3.5,)) and spec((1.0,)) != spec((1,))
+
+
+def test_host_time_benchmark_counts_each_forwards_launches():
+    """``scripts/bench_dlrm_host.py`` on this CPU (launches replaced by a counter): every problem runs, and each
+    forward makes as many Triton launches as it did in session 8 (one, except 4: two, 5: three, 10: six), so a change
+    that adds a launch -- host time in every timed call -- is seen."""
+    import subprocess
+    import sys
+
+    repo = KERNELS.parents[2]
+    proc = subprocess.run([sys.executable, str(repo / "scripts" / "bench_dlrm_host.py"), "--calls", "2",
+                           "--repeats", "1"], capture_output=True, text=True, cwd=repo, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split() for line in proc.stdout.splitlines()[2:]]
+    launches = {int(r[0]): int(r[3]) for r in rows}
+    assert launches == {**{i: 1 for i in range(1, 13)}, 4: 2, 5: 3, 10: 6}
+    assert all(float(r[2]) > 0 for r in rows)
