@@ -20,7 +20,7 @@
 # per source hash in .cache/kbstudy while the machine stays warm) across versions and precisions.
 # top5: the five largest level-1 configurations; rest: the other two (gemini-1.5-flash's current fp32 kernels were
 # measured before, in outputs/records/h200-level1-fp32, and are measured again here in the same settings).
-# Environment overrides (tests, partial runs): RECORDS_DIR, KB_DIR, NGPU, RUN_TIMEOUT, MIN_LEFT, MIN_LEFT_CHEAP, CHUNKS, RUN_GROUPS,
+# Environment overrides (tests, partial runs): RECORDS_DIR, KB_DIR, NGPU, RUN_TIMEOUT, LOAD_TIMEOUT, MIN_LEFT, MIN_LEFT_CHEAP, CHUNKS, RUN_GROUPS,
 # PRECISIONS, VERSIONS, EXTRA_EVAL_ARGS, SKIP_FLAG (the bf16 flag; unset: probe kbstudy.evaluate.EvalConfig), SUMMARY=0
 # (no summary table at the end), DRY_RUN=1 (print the commands, run nothing), REDO=1 (run the phases PHASE_REGEX
 # matches even if done: with EXTRA_EVAL_ARGS="--retry-outcome out_of_memory" a done phase's records of that outcome
@@ -38,6 +38,9 @@ OUT=${OUT:?OUT must name the output folder}
 REC=${RECORDS_DIR:-outputs/records/h200-level1-leaderboard}
 KB=${KB_DIR:-.device/kernelbench}
 RUN_TIMEOUT=${RUN_TIMEOUT:-60}
+# a candidate's build or load: a level-1 build takes about a minute even 16 at a time, and a hang must cost less than
+# a call (the default 900 s is longer than one: session 8 lost two calls to a build waiting on a stale lock file)
+LOAD_TIMEOUT=${LOAD_TIMEOUT:-420}
 CHUNKS=${CHUNKS:-"1-25 26-50 51-75 76-100"}
 RUN_GROUPS=${RUN_GROUPS:-"top5 rest"}
 PRECISIONS=${PRECISIONS:-"fp32 bf16"}
@@ -89,7 +92,7 @@ phase_command() {
   echo python3 -m kbstudy eval --problems "$problems" --level 1 $(seq -f '--problem-id %g' "$a" "$b") \
     -c "$KB/leaderboard_kernels.jsonl" $nullref $(for c in $configs; do echo "--model-config $c"; done) \
     --precision "$prec" --out "$work" --run "h200-level1-leaderboard-$version-$prec" --timing-budget-ms 500 \
-    --run-timeout "$RUN_TIMEOUT" --build-jobs "$BUILD_JOBS" --no-progress $bf16 $EXTRA_EVAL_ARGS
+    --run-timeout "$RUN_TIMEOUT" --load-timeout "$LOAD_TIMEOUT" --build-jobs "$BUILD_JOBS" --no-progress $bf16 $EXTRA_EVAL_ARGS
 }
 
 # the evaluator may know to record float32-only kernels at bf16 without running them (kbstudy.candidates

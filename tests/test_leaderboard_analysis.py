@@ -236,7 +236,7 @@ def test_gpu_script_runs_resumes_and_matches_the_study(tmp_path):
     assert dry.returncode == 0, dry.stderr
     commands = [line for line in dry.stdout.splitlines() if line.startswith("[")]
     assert len(commands) == 32 and "phases: 32, pending here: 32" in dry.stdout
-    assert all("--run-timeout 60" in c for c in commands)
+    assert all("--run-timeout 60 --load-timeout 420" in c for c in commands)
     study = load_study(REPO / "params" / "study" / "h200_level1_leaderboard.yaml")
     assert {c.split("--run ")[1].split()[0] for c in commands} == {r.run for r in study.runs}
     assert sum("-c null:reference" in c for c in commands) == 4  # the current fp32 phases of the top five
@@ -361,7 +361,7 @@ def test_h200_study_files_and_notebook_params():
     assert [len(r.candidates) for r in leaderboard.runs] == [2, 1, 1, 1]
     assert {r.problems["version"] for r in leaderboard.runs} == {"current", "v0"}
     assert {r.precision for r in leaderboard.runs} == {"fp32", "bf16"}
-    assert all(r.eval["run_timeout_s"] == 60 for r in leaderboard.runs)
+    assert all(r.eval["run_timeout_s"] == 60 and r.eval["load_timeout_s"] == 420 for r in leaderboard.runs)
     assert studies[0].reports == leaderboard.reports  # one H200 level-1 analysis
     params = notebook_parameters(leaderboard.notebooks[0])
     assert params == notebook_parameters(studies[0].notebooks[0])
