@@ -108,25 +108,32 @@ def extensions_lock(root: str | os.PathLike | None = None) -> Iterator[list[Path
         root: the extensions folder; default ``$TORCH_EXTENSIONS_DIR``. With neither, nothing is locked or removed
             (torch's default folder is shared with builds that are not kbstudy's).
 
-    Yields the build-lock paths removed (empty when none was left). Raises ``OSError`` if the folder cannot be
-    created or locked. A candidate that compiles later than its module's import (in ``__init__`` or ``forward``)
-    does so outside the lock.
+    Yields the build-lock paths removed (empty when none was left). Raises nothing of its own: where the folder
+    cannot be created or locked (a file system without ``flock``), the load goes on unlocked and removes nothing. A
+    candidate that compiles later than its module's import (in ``__init__`` or ``forward``) does so outside the lock.
     """
     root = root if root is not None else os.environ.get("TORCH_EXTENSIONS_DIR")
-    if not root:
+    handle = None
+    if root:
+        folder = Path(root)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            handle = open(folder / EXTENSIONS_LOCK_FILE, "a")
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        except OSError:  # a file system without flock (or read-only): load as torch alone would, nothing removed
+            if handle is not None:
+                handle.close()
+            handle = None
+    if handle is None:
         yield []
         return
-    folder = Path(root)
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / EXTENSIONS_LOCK_FILE, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            stale = sorted(p for p in folder.glob("*/lock") if p.is_file())
-            for path in stale:
-                path.unlink(missing_ok=True)
-            yield stale
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    try:
+        stale = sorted(p for p in folder.glob("*/lock") if p.is_file())
+        for path in stale:
+            path.unlink(missing_ok=True)
+        yield stale
+    finally:
+        handle.close()  # closing the descriptor releases the flock
 
 
 def flatten_outputs(out: Any) -> list:
