@@ -53,9 +53,12 @@ def merge_record_folders(dest: str | os.PathLike, sources: Iterable[str | os.Pat
     """Merge the record files of ``sources`` into ``dest`` (``evaluations.jsonl``, ``references.jsonl``): one record per
     identity -- an evaluation's ``(key, model_config, sample_id)`` (``kbstudy.records.record_identity``: the same code
     under two configurations is two records), a reference's ``key`` -- and of several, the newest by ``created_utc``
-    (ISO 8601 UTC, so text order is time order; on a tie or with no time, the first in source order). Lines are
-    written unchanged, at the position of the identity's first occurrence. ``dest`` may be one of the sources. Files
-    are replaced atomically (written beside, then renamed). Returns ``{file name: records written}``.
+    (ISO 8601 UTC with whole seconds, as ``kbstudy.provenance`` writes it, so text order is time order as far as the
+    machines' clocks agree; on a tie or with no time, the first in source order). Each kept row is written with
+    ``json.dumps`` (the records' own format), at the position of the identity's first occurrence; rows without a
+    ``key`` are not records and are left out. ``dest``'s own records are kept only if ``dest`` is listed among the
+    sources (the scripts list it first). Files are replaced atomically (written beside, then renamed). Returns
+    ``{file name: records written}``.
 
     What the GPU scripts run after evaluations into separate folders, each begun as a copy of ``dest``. The newest
     wins because a retried record (``kbstudy eval --retry-outcome``) is appended under the key of the one it

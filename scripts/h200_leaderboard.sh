@@ -24,7 +24,8 @@
 # PRECISIONS, VERSIONS, EXTRA_EVAL_ARGS, SKIP_FLAG (the bf16 flag; unset: probe kbstudy.evaluate.EvalConfig), SUMMARY=0
 # (no summary table at the end), DRY_RUN=1 (print the commands, run nothing), REDO=1 (run the phases PHASE_REGEX
 # matches even if done: with EXTRA_EVAL_ARGS="--retry-outcome out_of_memory" a done phase's records of that outcome
-# are evaluated again; its other records are kept, as in any resumed phase).
+# are evaluated again and their new records replace the old ones in $OUT/rec (kbstudy.release.merge_record_folders:
+# the newest record per identity); its other records are kept, as in any resumed phase).
 # At most 5 files come back under $OUT: rec/{evaluations,references}.jsonl, rec/phases_done.txt, eval.log, status.txt.
 set -u
 secs=${1:-540}
@@ -184,7 +185,8 @@ while :; do
     phase=${slot_phase[$slot]}
     rc=$(cat "$OUT/work/g$slot/rc" 2>/dev/null || echo 1)
     echo "$phase rc=$rc (slot $slot)"
-    [ "$rc" = 0 ] && echo "$phase" >> "$OUT/rec/phases_done.txt"
+    # (a REDO of a done phase is listed once)
+    [ "$rc" = 0 ] && ! grep -qx -- "$phase" "$OUT/rec/phases_done.txt" && echo "$phase" >> "$OUT/rec/phases_done.txt"
     echo "merged: $(merge_slot "$slot")"
     slot_pid[$slot]=""
     running=1  # the slot is free: fill it before deciding to end

@@ -290,6 +290,9 @@ def test_gpu_script_redo_keeps_the_retried_records(tmp_path):
     assert len(after) == 5 and sorted(after["key"]) == sorted(before["key"])
     assert (after.set_index("key")["created_utc"] > before.set_index("key")["created_utc"]).all()
     assert len((tmp_path / "call2" / "rec" / "evaluations.jsonl").read_text().splitlines()) == 5
+    # the phase redone is listed once (a second line made status.txt count 6 phases done of 5)
+    assert (tmp_path / "call2" / "rec" / "phases_done.txt").read_text().split() == ["top5.p019-019.v0.bf16"]
+    assert "phases done: 1 of 1" in (tmp_path / "call2" / "status.txt").read_text()
 
 
 def test_merge_keeps_the_newest_record_of_each_identity(tmp_path):
