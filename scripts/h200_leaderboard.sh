@@ -25,7 +25,9 @@
 # (no summary table at the end), DRY_RUN=1 (print the commands, run nothing), REDO=1 (run the phases PHASE_REGEX
 # matches even if done: with EXTRA_EVAL_ARGS="--retry-outcome out_of_memory" a done phase's records of that outcome
 # are evaluated again and their new records replace the old ones in $OUT/rec (kbstudy.release.merge_record_folders:
-# the newest record per identity); its other records are kept, as in any resumed phase).
+# the newest record per identity); its other records are kept, as in any resumed phase), RETRY_PHASES=<regex> (the
+# done phases it matches run first, with RETRY_ARGS, default "--retry-outcome out_of_memory", and then the call goes
+# on with the pending phases: e.g. RETRY_PHASES='top5\.p026-050\.current\.fp32' bash scripts/h200_leaderboard.sh 540).
 # At most 5 files come back under $OUT: rec/{evaluations,references}.jsonl, rec/phases_done.txt, eval.log, status.txt.
 set -u
 secs=${1:-540}
@@ -90,10 +92,13 @@ phase_command() {
   if [ "$version" = v0 ]; then problems=$KB/kernelbench_v0_problems.jsonl; else problems=$KB/kernelbench_levels_1-3.jsonl; fi
   [ "$group.$version.$prec" = top5.current.fp32 ] && nullref="-c null:reference"
   [ "$prec" != fp32 ] && [ -n "${SKIP_FLAG:-}" ] && bf16=$SKIP_FLAG
+  local retry=""
+  for r in ${retrying[@]+"${retrying[@]}"}; do [ "$r" = "$phase" ] && retry=$RETRY_ARGS; done
   echo python3 -m kbstudy eval --problems "$problems" --level 1 $(seq -f '--problem-id %g' "$a" "$b") \
     -c "$KB/leaderboard_kernels.jsonl" $nullref $(for c in $configs; do echo "--model-config $c"; done) \
     --precision "$prec" --out "$work" --run "h200-level1-leaderboard-$version-$prec" --timing-budget-ms 500 \
-    --run-timeout "$RUN_TIMEOUT" --load-timeout "$LOAD_TIMEOUT" --build-jobs "$BUILD_JOBS" --no-progress $bf16 $EXTRA_EVAL_ARGS
+    --run-timeout "$RUN_TIMEOUT" --load-timeout "$LOAD_TIMEOUT" --build-jobs "$BUILD_JOBS" --no-progress $bf16 $retry \
+    $EXTRA_EVAL_ARGS
 }
 
 # the evaluator may know to record float32-only kernels at bf16 without running them (kbstudy.candidates
@@ -109,13 +114,23 @@ sys.exit(0 if 'skip_float32_only' in {f.name for f in dataclasses.fields(EvalCon
   fi
 fi
 
+# RETRY_PHASES: done phases to run again *first*, with RETRY_ARGS, before the pending ones of the same call (one
+# command instead of a REDO call and a resumed one; the merge keeps the retried records: the newest per identity)
+RETRY_PHASES=${RETRY_PHASES:-}
+RETRY_ARGS=${RETRY_ARGS:-"--retry-outcome out_of_memory"}
+retrying=()
 pending=()
 for phase in "${phases[@]}"; do
   echo "$phase" | grep -Eq -- "$phase_regex" || continue
+  if [ -n "$RETRY_PHASES" ] && echo "$phase" | grep -Eq -- "$RETRY_PHASES" \
+      && grep -qx -- "$phase" "$OUT/rec/phases_done.txt"; then
+    retrying+=("$phase"); continue
+  fi
   [ "${REDO:-0}" = 1 ] || ! grep -qx -- "$phase" "$OUT/rec/phases_done.txt" || continue
   pending+=("$phase")
 done
-echo "phases: ${#phases[@]}, pending here: ${#pending[@]}, GPUs: $NGPU, build jobs per phase: $BUILD_JOBS"
+pending=(${retrying[@]+"${retrying[@]}"} ${pending[@]+"${pending[@]}"})
+echo "phases: ${#phases[@]}, pending here: ${#pending[@]} (retried first: ${#retrying[@]}), GPUs: $NGPU, build jobs per phase: $BUILD_JOBS"
 
 if [ "$DRY_RUN" = 1 ]; then
   for phase in "${pending[@]}"; do echo "[$phase] $(phase_command "$phase" "\$OUT/work/g0")"; done

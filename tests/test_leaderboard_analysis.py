@@ -293,6 +293,19 @@ def test_gpu_script_redo_keeps_the_retried_records(tmp_path):
     # the phase redone is listed once (a second line made status.txt count 6 phases done of 5)
     assert (tmp_path / "call2" / "rec" / "phases_done.txt").read_text().split() == ["top5.p019-019.v0.bf16"]
     assert "phases done: 1 of 1" in (tmp_path / "call2" / "status.txt").read_text()
+    # RETRY_PHASES: the same retry first, then the call goes on with a pending phase (one command, session 9's plan)
+    time.sleep(1.1)
+    both = _script(tmp_path / "call3", RECORDS_DIR=str(tmp_path / "call2" / "rec"), CHUNKS="19-19 20-20",
+                   RUN_GROUPS="top5", PRECISIONS="bf16", VERSIONS="v0", RETRY_PHASES=r"p019-019",
+                   RETRY_ARGS="--retry-outcome skipped", EXTRA_EVAL_ARGS="--device cpu --size-scale 0.0625")
+    assert both.returncode == 0, both.stdout[-3000:] + both.stderr[-3000:]
+    assert "pending here: 2 (retried first: 1)" in both.stdout
+    assert both.stdout.index("top5.p019-019.v0.bf16 rc=0") < both.stdout.index("top5.p020-020.v0.bf16 rc=0")
+    third = RecordStore(tmp_path / "call3" / "rec").evaluations_frame().set_index("key")
+    assert (third.loc[after["key"], "created_utc"].values > after["created_utc"].values).all()
+    assert set(third["problem_id"]) == {19, 20} and third.index.is_unique
+    assert (tmp_path / "call3" / "rec" / "phases_done.txt").read_text().split() == [
+        "top5.p019-019.v0.bf16", "top5.p020-020.v0.bf16"]
 
 
 def test_merge_keeps_the_newest_record_of_each_identity(tmp_path):
