@@ -315,6 +315,18 @@ def process_main(conn, warm_device: str | None = None) -> None:
 BUILD_NICENESS = 10
 
 
+def _load_candidate(job: dict):
+    """``(module, stale build locks removed)``: the candidate's source run as module ``kbstudy_candidate``, inside
+    ``execution.extensions_lock`` (a build killed earlier may have left torch's lock file, which would be waited on
+    until the load timeout). The one way the build process and the worker load a candidate. Raises what the source
+    raises."""
+    from kbstudy import execution
+
+    with execution.extensions_lock() as stale:
+        module = execution.load_module(job["source"], "kbstudy_candidate", job.get("filename", "<candidate>"))
+    return module, stale
+
+
 def _build(conn, job: dict) -> None:
     """Load (and so compile) a candidate's source with no GPU work, to fill the build cache in parallel.
 
@@ -329,8 +341,7 @@ def _build(conn, job: dict) -> None:
 
     started = time.perf_counter()
     try:
-        with execution.extensions_lock() as stale:  # a build killed earlier may have left torch's lock file
-            module = execution.load_module(job["source"], "kbstudy_candidate", job.get("filename", "<candidate>"))
+        module, stale = _load_candidate(job)
         if stale:
             print(f"kbstudy: removed {len(stale)} stale extension build lock(s): {', '.join(map(str, stale))}",
                   file=sys.stderr)
@@ -374,9 +385,7 @@ class CandidateWorker:
         self.timing_inputs = None
         self.timed_outputs = None
         try:
-            with execution.extensions_lock():  # as in _build: no wait on a lock file a killed build left
-                module = execution.load_module(self.job["source"], "kbstudy_candidate",
-                                               self.job.get("filename", "<candidate>"))
+            module, _ = _load_candidate(self.job)
             if not hasattr(module, "ModelNew"):
                 raise AttributeError("the candidate source defines no ModelNew")
             self.model_cls = module.ModelNew

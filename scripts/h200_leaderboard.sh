@@ -114,6 +114,8 @@ sys.exit(0 if 'skip_float32_only' in {f.name for f in dataclasses.fields(EvalCon
   fi
 fi
 
+is_done() { grep -qx -- "$1" "$OUT/rec/phases_done.txt"; }
+
 # RETRY_PHASES: done phases to run again *first*, with RETRY_ARGS, before the pending ones of the same call (one
 # command instead of a REDO call and a resumed one; the merge keeps the retried records: the newest per identity)
 RETRY_PHASES=${RETRY_PHASES:-}
@@ -123,10 +125,10 @@ pending=()
 for phase in "${phases[@]}"; do
   echo "$phase" | grep -Eq -- "$phase_regex" || continue
   if [ -n "$RETRY_PHASES" ] && echo "$phase" | grep -Eq -- "$RETRY_PHASES" \
-      && grep -qx -- "$phase" "$OUT/rec/phases_done.txt"; then
+      && is_done "$phase"; then
     retrying+=("$phase"); continue
   fi
-  [ "${REDO:-0}" = 1 ] || ! grep -qx -- "$phase" "$OUT/rec/phases_done.txt" || continue
+  [ "${REDO:-0}" = 1 ] || ! is_done "$phase" || continue
   pending+=("$phase")
 done
 pending=(${retrying[@]+"${retrying[@]}"} ${pending[@]+"${pending[@]}"})
@@ -201,7 +203,7 @@ while :; do
     rc=$(cat "$OUT/work/g$slot/rc" 2>/dev/null || echo 1)
     echo "$phase rc=$rc (slot $slot)"
     # (a REDO of a done phase is listed once)
-    [ "$rc" = 0 ] && ! grep -qx -- "$phase" "$OUT/rec/phases_done.txt" && echo "$phase" >> "$OUT/rec/phases_done.txt"
+    [ "$rc" = 0 ] && ! is_done "$phase" && echo "$phase" >> "$OUT/rec/phases_done.txt"
     echo "merged: $(merge_slot "$slot")"
     slot_pid[$slot]=""
     running=1  # the slot is free: fill it before deciding to end
@@ -218,7 +220,7 @@ rm -rf "$OUT/logs" "$OUT/work"
 {
   echo "elapsed $(( $(date +%s) - start )) s; commit $KBSTUDY_GIT_COMMIT; GPUs $NGPU"
   echo "phases done: $(grep -c . "$OUT/rec/phases_done.txt") of ${#phases[@]}"
-  for phase in "${phases[@]}"; do grep -qx -- "$phase" "$OUT/rec/phases_done.txt" || echo "left: $phase"; done
+  for phase in "${phases[@]}"; do is_done "$phase" || echo "left: $phase"; done
   wc -l "$OUT"/rec/*.jsonl
 } > "$OUT/status.txt"
 cat "$OUT/status.txt"
