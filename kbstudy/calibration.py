@@ -342,6 +342,73 @@ def problem_footprint(problem, size_scale: float = 1.0) -> dict:
     return result
 
 
+#: Elements (inputs plus first output, :func:`problem_footprint`) above which a problem is calibrated in the *solo*
+#: lane, alone on its GPU, rather than in a lane that shares the GPU. At full size one lane needed about 100 GB for
+#: level-1 5_Matrix_scalar_multiplication (2.1e9 elements of input and output: about 50 bytes per element, for the
+#: float64 references and the input sets; outputs/records/h200-calibration/README.md, session 3), so a shared lane
+#: under this bound needs at most about 20 GB, and three of them fit an H200's 141 GB with room for their CUDA
+#: contexts and the allocator's caches.
+SHARED_LANE_NUMEL = 4 * 10**8
+#: The lane name :func:`assign_lanes` gives the problems too large to share a GPU (or whose size is unknown).
+SOLO_LANE = "solo"
+
+
+def cached_footprint(problem, size_scale: float = 1.0, cache_dir: str | Path | None = None) -> dict:
+    """:func:`problem_footprint`, remembered in ``<cache_dir>/footprints.jsonl`` (one line per problem source SHA-256
+    and size scale; a problem whose source changes gets a new line). The meta-device run costs up to ~25 s of CPU for
+    a level-3 RNN (38_LSTMBidirectional), ~130 s for levels 2-3 together, which every calibration lane would
+    otherwise pay again. ``cache_dir=None`` computes without caching. Never raises; an unwritable cache is skipped."""
+    if cache_dir is None:
+        return problem_footprint(problem, size_scale)
+    from kbstudy.records import append_jsonl, iter_jsonl
+
+    path = Path(cache_dir) / "footprints.jsonl"
+    key = {"problem_sha256": problem.sha256, "size_scale": float(size_scale)}
+    try:
+        for row in iter_jsonl(path):
+            if {k: row.get(k) for k in key} == key:
+                return {k: row.get(k) for k in ("output_numel", "input_numel", "flops", "error")}
+    except OSError:
+        pass
+    fp = problem_footprint(problem, size_scale)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        append_jsonl(path, {**key, "problem_name": problem.name, **fp})
+    except OSError:
+        pass
+    return fp
+
+
+def assign_lanes(problems: Sequence, lanes: int, size_scale: float = 1.0, *, solo_numel: int = SHARED_LANE_NUMEL,
+                 cache_dir: str | Path | None = None) -> list[dict]:
+    """Split ``problems`` between ``lanes`` calibration processes that share one GPU, plus a *solo* lane that runs
+    alone after them. A calibration times nothing, so lanes sharing a GPU change no recorded value; they only overlap
+    the per-problem costs that leave the GPU idle (process and CUDA context start, input generation, the float64
+    reference, the host side of the checks: about 13 s per level-2 problem in one lane, session 6).
+
+    A problem goes to the solo lane when its inputs plus first output exceed ``solo_numel`` elements, or when the meta
+    device cannot size it (:func:`problem_footprint`'s ``error``); the others are dealt round-robin, in their order,
+    to lanes ``0 .. lanes-1``. Deterministic and machine-independent (shapes from the meta device), so every lane
+    process computes the same plan on its own.
+
+    Returns one dict per problem, in order: ``level``, ``problem_id``, ``problem_name``, ``numel`` (int or ``None``),
+    ``lane`` (int, or :data:`SOLO_LANE`), ``error``. Raises ``ValueError`` if ``lanes < 1``.
+    """
+    if lanes < 1:
+        raise ValueError(f"lanes must be at least 1, not {lanes}")
+    plan, shared = [], 0
+    for problem in problems:
+        fp = cached_footprint(problem, size_scale, cache_dir)
+        numel = None if fp["error"] else int(fp["input_numel"] or 0) + int(fp["output_numel"] or 0)
+        if numel is None or numel > solo_numel:
+            lane: int | str = SOLO_LANE
+        else:
+            lane, shared = shared % lanes, shared + 1
+        plan.append({"level": problem.level, "problem_id": problem.problem_id, "problem_name": problem.name,
+                     "numel": numel, "lane": lane, "error": fp["error"]})
+    return plan
+
+
 def select_by_footprint(problems: Sequence, size_scale: float, *, max_output_numel: int, max_input_numel: int,
                         max_flops: float) -> tuple[list, list[dict]]:
     """The problems whose :func:`problem_footprint` at ``size_scale`` is within every bound: the deterministic,

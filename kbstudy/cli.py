@@ -8,6 +8,8 @@ from typing import List, Optional
 
 import typer
 
+from kbstudy.calibration import SHARED_LANE_NUMEL  # a constant; the module imports nothing heavy at load
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Compile, verify and time LLM-generated GPU kernels; profile real workloads.")
 
@@ -197,6 +199,14 @@ def calibrate_command(
     retry_outcome: Optional[List[str]] = typer.Option(None, "--retry-outcome",
                                                       help="evaluate again the records with this outcome (repeat; "
                                                            "e.g. out_of_memory, crashed after a shared-GPU run)"),
+    lanes: int = typer.Option(1, help="processes sharing this GPU: with --lane, calibrate only one lane's share of "
+                                      "the problems (kbstudy.calibration.assign_lanes)"),
+    lane: Optional[str] = typer.Option(None, help="0 .. LANES-1 (the shared lanes, run at the same time), or 'solo' "
+                                                  "(the problems too large to share the GPU, run after them)"),
+    solo_numel: int = typer.Option(SHARED_LANE_NUMEL, help="input plus output elements above which a problem goes "
+                                                           "to the solo lane"),
+    plan_lanes: bool = typer.Option(False, "--plan-lanes", help="print the lane of every selected problem and exit "
+                                                                "(fills the footprint cache the lanes read)"),
     skip_complete: bool = typer.Option(False, "--skip-complete",
                                        help="leave out problems whose every null already has an evaluated record in "
                                             "OUT (any checks version, this hardware and size): completes a "
@@ -234,6 +244,26 @@ def calibrate_command(
             probs, size_scale, max_output_numel=max_output_numel or 2**62, max_input_numel=max_input_numel or 2**62,
             max_flops=max_gflop * 1e9 if max_gflop is not None else float("inf"))
         typer.echo(f"{len(probs)} of {len(selection)} problems within the footprint bounds")
+    if lane is not None or plan_lanes:
+        from kbstudy.calibration import SOLO_LANE, assign_lanes
+
+        if lanes < 1:
+            _fail(f"--lanes must be at least 1, not {lanes}")
+        if lane is not None and lane != SOLO_LANE and lane not in {str(k) for k in range(lanes)}:
+            _fail(f"--lane must be one of 0..{lanes - 1} or {SOLO_LANE!r}, not {lane!r}")
+        plan = assign_lanes(probs, lanes, size_scale, solo_numel=solo_numel, cache_dir=cache_dir)
+        if plan_lanes:
+            for row in plan:
+                size = f"{row['numel']:.3g} elements" if row["numel"] is not None else f"size unknown ({row['error']})"
+                typer.echo(f"lane {row['lane']}: level {row['level']} {row['problem_name']}, {size}")
+            counts = {k: sum(1 for r in plan if str(r["lane"]) == k) for k in [*map(str, range(lanes)), SOLO_LANE]}
+            typer.echo("problems per lane: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+            return
+        probs = [p for p, row in zip(probs, plan) if str(row["lane"]) == lane]
+        typer.echo(f"lane {lane} of {lanes} (+ {SOLO_LANE}): {len(probs)} of {len(plan)} problems")
+        if not probs:
+            typer.echo("nothing to calibrate in this lane")
+            return
     if not probs:
         _fail("no problems selected")
     try:

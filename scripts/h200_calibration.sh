@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # The full-size null calibration of issue #3 on the H200 (outputs/records/h200-calibration, notebook 02): KernelBench
-# level 1, DLRM-Bench, then KernelBench levels 2-3 (folders level23-<precision>), fp32 and bf16. One lane per GPU: at
-# full size one lane needs up to ~100 GB of GPU memory (problem 5 holds ~1e9-element float64 references and input sets),
-# and lanes sharing a GPU ran out of memory in session 3 (see the folder's README). Resumable: it starts from the
-# committed records and calibrates only the problems without an evaluated record of every null (`--skip-complete`:
-# records of any checks version count, so the checks-v3 records of session 3 are completed under v4, not redone);
-# records whose outcome came from the machine (out of memory, a worker that died, a reference that could not run) are
-# evaluated again (`--retry-outcome`). The failed attempts stay in the JSONL history; notebook 02 reads the latest
-# record of each null on each problem.
+# level 1, DLRM-Bench, then KernelBench levels 2-3 (folders level23-<precision>), fp32 and bf16. Level 1 and DLRM-Bench
+# run one process per GPU: at full size one needs up to ~100 GB of GPU memory (problem 5 holds ~1e9-element float64
+# references and input sets), and processes sharing a GPU ran out of memory in session 3 (see the folder's README).
+# Levels 2-3 run LANES processes per GPU on the problems small enough to share it, then the large ones alone (LANES
+# below). Resumable: it starts from the committed records and calibrates only the problems without an evaluated
+# record of every null (`--skip-complete`: records of any checks version count, so the checks-v3 records of session
+# 3 are completed under v4, not redone); records whose outcome came from the machine (out of memory, a worker that
+# died, a reference that could not run) are evaluated again (`--retry-outcome`). The failed attempts stay in the JSONL
+# history; notebook 02 reads the latest record of each null on each problem.
 #
 # Before the device call, on the analysis machine (the GPU machine cannot see ../shared):
 #   mkdir -p .device/kernelbench && cp ../shared/kernelbench/*.jsonl .device/kernelbench/
-# The device call (run tool: carry [".device"], timeout_s 600; kind nvidia-h200-x2 runs both lanes at once):
+# The device call (run tool: carry [".device"], timeout_s 600; kind nvidia-h200-x2 runs both precisions at once):
 #   KBSTUDY_GIT_COMMIT=<git rev-parse HEAD> bash scripts/h200_calibration.sh 540
 # After it: tar -xzf <files_at>/calibration.tar.gz -C outputs/records/h200-calibration, and commit.
 #
@@ -22,7 +23,7 @@
 # leaderboard runs two phases at once): candidate and eager are timed in the same phase, at most minutes apart, so the
 # speedups see the same host; launch-bound absolute times move with the host's load (outputs/records/h200-dlrm-main).
 #
-# usage: [GPUS="0 1"] [DEFER="45"] bash scripts/h200_calibration.sh [SECONDS]
+# usage: [GPUS="0 1"] [DEFER="45"] [LANES=3] bash scripts/h200_calibration.sh [SECONDS]
 set -u
 secs=${1:-540}
 export KBSTUDY_GIT_COMMIT=${KBSTUDY_GIT_COMMIT:-unknown}
@@ -44,13 +45,34 @@ NGPU=${#GPU_IDS[@]}
 RETRY=(--skip-complete --retry-outcome out_of_memory --retry-outcome crashed --retry-outcome reference_error
        --retry-outcome cuda_error)
 
-step() {  # gpu, records prefix, precision, problem options...
+step() {  # gpu, records prefix, precision, problem options... (LOG_TAG: a suffix of the log's name, for lanes)
   local gpu=$1 prefix=$2 prec=$3; shift 3
-  local left=$(( deadline - $(date +%s) ))
+  local left=$(( deadline - $(date +%s) )) log="$W/logs/$prefix-$prec${LOG_TAG:-}.txt"
   [ "$left" -gt 30 ] || return 0
   CUDA_VISIBLE_DEVICES=$gpu timeout -s INT -k 15 "$left" python3 -m kbstudy calibrate "$@" --precision "$prec" \
-    --device cuda --run-timeout 60 --out "$W/$prefix" --no-progress "${RETRY[@]}" >> "$W/logs/$prefix-$prec.txt" 2>&1
-  echo "[$prefix $prec] rc=$? at $(( secs - 30 - deadline + $(date +%s) )) s" | tee -a "$W/logs/$prefix-$prec.txt"
+    --device cuda --run-timeout 60 --out "$W/$prefix" --no-progress "${RETRY[@]}" >> "$log" 2>&1
+  echo "[$prefix $prec${LOG_TAG:-}] rc=$? at $(( secs - 30 - deadline + $(date +%s) )) s" | tee -a "$log"
+}
+# LANES: calibration processes sharing one GPU for levels 2-3 (kbstudy.calibration.assign_lanes): problems whose
+# inputs and output hold at most kbstudy.calibration.SHARED_LANE_NUMEL elements are dealt to LANES lanes run at the
+# same time, the larger ones (and those the meta device cannot size) run after them in the solo lane. A calibration
+# times nothing, so sharing changes no recorded value; it overlaps the ~13 s per problem of process starts, input
+# generation and float64 references that left the GPU idle (session 6). LANES=1: one process, as before.
+LANES=${LANES:-3}
+level23() {  # gpu, precision
+  local gpu=$1 prec=$2 k
+  local args=(--problems "$KB" --level 2 --level 3)
+  if [ "$LANES" -le 1 ]; then step "$gpu" level23 "$prec" "${args[@]}"; return; fi
+  # the plan once (it fills the footprint cache in .cache/kbstudy that every lane reads; ~2 min of CPU when cold)
+  local left=$(( deadline - $(date +%s) ))
+  [ "$left" -gt 30 ] || return 0
+  timeout "$left" python3 -m kbstudy calibrate "${args[@]}" --out "$W/level23" --lanes "$LANES" --plan-lanes \
+    > "$W/logs/level23-lanes.txt" 2>&1 || echo "lane plan failed (see logs/level23-lanes.txt); each lane plans alone"
+  for k in $(seq 0 $((LANES - 1))); do
+    LOG_TAG=-lane$k step "$gpu" level23 "$prec" "${args[@]}" --lanes "$LANES" --lane "$k" &
+  done
+  wait
+  LOG_TAG=-solo step "$gpu" level23 "$prec" "${args[@]}" --lanes "$LANES" --lane solo
 }
 # DEFER: level-1 problem ids calibrated last, after levels 2-3: 45_Average_Pooling_2D (a 17 GB input, 4.3e9-element
 # float64 references) ran a whole 524 s call at fp32 without finishing one null (session 5), blocking 97-100 behind it
@@ -59,7 +81,7 @@ LEVEL1_FIRST=(); LEVEL1_DEFERRED=()
 for id in $(seq 1 100); do
   if [[ " ${DEFER_IDS[*]} " == *" $id "* ]]; then LEVEL1_DEFERRED+=(--problem-id "$id"); else LEVEL1_FIRST+=(--problem-id "$id"); fi
 done
-lane() {  # one GPU's share of the steps, in order
+gpu_steps() {  # one GPU's share of the steps, in order
   local gpu=$1; shift
   for s in "$@"; do
     IFS=: read -r prefix prec <<<"$s"
@@ -67,16 +89,16 @@ lane() {  # one GPU's share of the steps, in order
       dlrm) step "$gpu" dlrm "$prec" --dlrm ;;
       level1) step "$gpu" level1 "$prec" --problems "$KB" --level 1 "${LEVEL1_FIRST[@]}" ;;
       level1-deferred) [ ${#DEFER_IDS[@]} -gt 0 ] && step "$gpu" level1 "$prec" --problems "$KB" --level 1 "${LEVEL1_DEFERRED[@]}" ;;
-      level23) step "$gpu" level23 "$prec" --problems "$KB" --level 2 --level 3 ;;
+      level23) level23 "$gpu" "$prec" ;;
     esac
   done
 }
 if [ "$NGPU" -ge 2 ]; then
-  lane "${GPU_IDS[0]}" level1:fp32 dlrm:fp32 level23:fp32 level1-deferred:fp32 &
-  lane "${GPU_IDS[1]}" level1:bf16 dlrm:bf16 level23:bf16 level1-deferred:bf16 &
+  gpu_steps "${GPU_IDS[0]}" level1:fp32 dlrm:fp32 level23:fp32 level1-deferred:fp32 &
+  gpu_steps "${GPU_IDS[1]}" level1:bf16 dlrm:bf16 level23:bf16 level1-deferred:bf16 &
   wait
 else
-  lane "${GPU_IDS[0]}" level1:fp32 level1:bf16 dlrm:fp32 dlrm:bf16 level23:fp32 level23:bf16 level1-deferred:fp32 \
+  gpu_steps "${GPU_IDS[0]}" level1:fp32 level1:bf16 dlrm:fp32 dlrm:bf16 level23:fp32 level23:bf16 level1-deferred:fp32 \
     level1-deferred:bf16
 fi
 rm -rf "$W"/*/.*.merge

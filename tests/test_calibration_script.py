@@ -4,6 +4,7 @@ arguments (the real command runs on the H200; its CPU path is tested in tests/co
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 from pathlib import Path
@@ -29,28 +30,46 @@ def _run(tmp_path: Path, **env) -> list[str]:
 
 
 def _step(call: str) -> str:
-    """'level1', 'level1 45', 'dlrm' or 'level23', with the precision."""
+    """'level1', 'level1 45', 'dlrm' or 'level23' (with its lane), with the precision; 'plan' for the lane plan."""
     words = call.split()
+    if "--plan-lanes" in words:
+        return "plan " + words[words.index("--lanes") + 1]
     prec = words[words.index("--precision") + 1]
+    lane = f" lane {words[words.index('--lane') + 1]}" if "--lane" in words else ""
     ids = [words[i + 1] for i, w in enumerate(words) if w == "--problem-id"]
     if "--dlrm" in words:
         return f"dlrm {prec}"
     if "2" in [words[i + 1] for i, w in enumerate(words) if w == "--level"]:
-        return f"level23 {prec}"
+        return f"level23 {prec}{lane}"
     return f"level1 {prec} " + (" ".join(ids) if len(ids) < 10 else f"{len(ids)} problems")
+
+
+def _in_order(steps: list[str]) -> list[str]:
+    """The steps, with each group of shared lanes sorted (they run at once: their log order is the scheduler's)."""
+    out, group = [], []
+    for step in steps:
+        if re.search(r" lane \d+$", step):
+            group.append(step)
+        else:
+            out, group = out + sorted(group) + [step], []
+    return out + sorted(group)
 
 
 def test_one_gpu_defers_problem_45_after_everything_else(tmp_path):
     calls = _run(tmp_path, GPUS="0")
-    assert [_step(c) for c in calls] == [
-        "level1 fp32 99 problems", "level1 bf16 99 problems", "dlrm fp32", "dlrm bf16", "level23 fp32",
-        "level23 bf16", "level1 fp32 45", "level1 bf16 45"]
-    assert all(c.startswith("0 -m kbstudy calibrate") for c in calls)
+    assert _in_order([_step(c) for c in calls]) == [
+        "level1 fp32 99 problems", "level1 bf16 99 problems", "dlrm fp32", "dlrm bf16",
+        "plan 3", "level23 fp32 lane 0", "level23 fp32 lane 1", "level23 fp32 lane 2", "level23 fp32 lane solo",
+        "plan 3", "level23 bf16 lane 0", "level23 bf16 lane 1", "level23 bf16 lane 2", "level23 bf16 lane solo",
+        "level1 fp32 45", "level1 bf16 45"]
+    assert all(c.startswith("0 -m kbstudy calibrate") for c in calls if "--plan-lanes" not in c)
     assert " --problem-id 45 " not in calls[0] + " "
+    assert all("--lanes 3" in c for c in calls if "--level 2" in c)
 
 
 def test_two_gpus_one_precision_each_and_defer_can_be_emptied(tmp_path):
-    calls = _run(tmp_path, GPUS="0 1", DEFER="")
+    calls = _run(tmp_path, GPUS="0 1", DEFER="", LANES="1")
     by_gpu = {gpu: [_step(c) for c in calls if c.startswith(gpu + " ")] for gpu in ("0", "1")}
     assert by_gpu == {"0": ["level1 fp32 100 problems", "dlrm fp32", "level23 fp32"],
                       "1": ["level1 bf16 100 problems", "dlrm bf16", "level23 bf16"]}
+    assert not any("--lane" in c for c in calls)

@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kbstudy import audit, verify
-from kbstudy.calibration import problem_footprint, select_by_footprint
+from kbstudy.calibration import SOLO_LANE, assign_lanes, problem_footprint, select_by_footprint
 
 from fixture_records import CALIBRATION_SLICE_V1, write_calibration_slice
 
@@ -260,6 +260,50 @@ def test_footprint_and_selection(problem_by_name, all_problems):
     assert kept == [relu] and report[1]["reason"].startswith("meta:")
     kept, report = select_by_footprint([relu], 1 / 64, max_output_numel=1000, max_input_numel=2**22, max_flops=1e9)
     assert kept == [] and report[0]["reason"] == "output 393216 > 1000 elements"
+
+
+def test_lanes_deal_small_problems_round_robin_and_keep_large_or_unsized_ones_solo(problem_by_name, all_problems,
+                                                                                    tmp_path):
+    relu, tanh, sigmoid = (problem_by_name[n] for n in ("19_ReLU.py", "22_Tanh.py", "21_Sigmoid.py"))
+    broken = next(p for p in all_problems if p.level == 3 and p.problem_id == 48)  # needs einops: size unknown
+    matmul = problem_by_name["1_Square_matrix_multiplication_.py"]  # 3 x 64^2 elements at 1/64
+    plan = assign_lanes([relu, matmul, broken, tanh, sigmoid], 2, 1 / 64, solo_numel=20_000,
+                        cache_dir=tmp_path)
+    assert [row["lane"] for row in plan] == [SOLO_LANE, 0, SOLO_LANE, SOLO_LANE, SOLO_LANE]  # relu: 2 x 393216
+    plan = assign_lanes([relu, matmul, broken, tanh, sigmoid], 2, 1 / 64, cache_dir=tmp_path)
+    assert [row["lane"] for row in plan] == [0, 1, SOLO_LANE, 0, 1]
+    assert plan[0]["numel"] == 2 * 64 * 6144 and plan[2]["numel"] is None and "einops" in plan[2]["error"]
+    # the cache holds one line per problem and size scale, and is what a second plan reads
+    cache = [json.loads(line) for line in (tmp_path / "footprints.jsonl").read_text().splitlines()]
+    assert len(cache) == 5 and {r["problem_sha256"] for r in cache} == {p.sha256 for p in (relu, matmul, broken,
+                                                                                           tanh, sigmoid)}
+    (tmp_path / "footprints.jsonl").write_text("".join(
+        json.dumps({**r, "output_numel": 1, "input_numel": 1}) + "\n" for r in cache))
+    assert assign_lanes([relu], 1, 1 / 64, cache_dir=tmp_path)[0]["numel"] == 2
+    assert assign_lanes([relu], 1, 1 / 32, cache_dir=tmp_path)[0]["numel"] == 2 * 128 * 12288  # another scale
+    with pytest.raises(ValueError, match="at least 1"):
+        assign_lanes([relu], 0)
+
+
+def test_calibrate_cli_lanes_split_the_problems_without_overlap(levels_file, tmp_path):
+    from kbstudy.cli import app
+
+    base = ["calibrate", "--problems", str(levels_file), "--level", "1", "--problem-id", "19", "--problem-id", "21",
+            "--problem-id", "22", "--device", "cpu", "--no-progress", "--precision", "fp32", "--size-scale",
+            "0.015625", "--nulls", "zeros", "--trials", "2", "--cache-dir", str(tmp_path / "cache"), "--lanes", "2",
+            "--out", str(tmp_path / "c")]
+    plan = CliRunner().invoke(app, base + ["--plan-lanes"])
+    assert plan.exit_code == 0, plan.output
+    assert "lane 0: level 1 19_ReLU.py" in plan.output and "problems per lane: 0 2, 1 1, solo 0" in plan.output
+    assert not (tmp_path / "c-fp32").exists()  # a plan evaluates nothing
+    for lane in ("1", "0", "solo"):  # lanes write into the same folder, as the H200 script's lanes do at once
+        result = CliRunner().invoke(app, base + ["--lane", lane])
+        assert result.exit_code == 0, result.output + repr(result.exception)
+    assert "nothing to calibrate in this lane" in result.output
+    rows = pd.read_json(tmp_path / "c-fp32" / "evaluations.jsonl", lines=True)
+    assert sorted(rows.groupby("problem_id").size().items()) == [(19, 2), (21, 2), (22, 2)]
+    bad = CliRunner().invoke(app, base + ["--lane", "2"])
+    assert bad.exit_code == 2 and "--lane must be one of 0..1 or 'solo'" in bad.output
 
 
 def test_calibrate_cli_options(levels_file, tmp_path):
