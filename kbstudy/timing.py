@@ -5,7 +5,9 @@ closed): warm-up calls until ``warmup_ms`` of work (at least ``min_warmup`` call
 a device synchronisation and a write of a buffer twice the size of the L2 cache (at least 256 MiB, KernelBench's size)
 so no call finds its operands in L2; CUDA events are recorded on the current stream around the call alone; the device
 is synchronised before the elapsed time is read. The number of timed calls adapts to the call's duration: as many as
-fit in ``budget_ms`` of work, clamped to [``min_reps``, ``max_reps``].
+fit in ``budget_ms`` of work, clamped to [``min_reps``, ``max_reps``]; a call slower than ``SLOW_CALL_MS`` (1 s, no
+speedup candidate on any KernelBench level-1 problem) gets one warm-up call and ``SLOW_CALL_REPS`` timed calls, so a
+correct but very slow candidate is timed within its stage timeout instead of losing its timing.
 
 CPU method: the same loop with ``time.perf_counter_ns`` around the call; no cache clearing (records say so through
 ``timing_method = "cpu_perf_counter"``).
@@ -88,6 +90,15 @@ SPEEDUP_BOOTSTRAP_RESAMPLES = 2000
 SPEEDUP_BOOTSTRAP_SEED = 0
 SPEEDUP_MIN_SAMPLES = 5
 
+#: A call slower than this (ms) is timed with fewer calls: one warm-up call (it has already run in every correctness
+#: trial, so its one-time work is done), ``SLOW_CALL_REPS`` timed calls and host blocks of one call. 1 s is 25x the
+#: slowest eager baseline of KernelBench level 1 on the H200 (66_conv_standard_3D v0, 41 ms;
+#: outputs/records/h200-level1-leaderboard), so such a call is no speedup candidate; at 10 timed calls, 3 warm-up
+#: calls and 9 host-check calls, a 4 s candidate (current 91_cumsum_reverse, claude-3.5-sonnet) ran past the 60 s
+#: stage timeout and lost its timing (session 9). ``SLOW_CALL_REPS`` keeps the speedup test possible.
+SLOW_CALL_MS = 1000.0
+SLOW_CALL_REPS = SPEEDUP_MIN_SAMPLES
+
 
 @dataclasses.dataclass(frozen=True)
 class TimingStats:
@@ -166,7 +177,7 @@ def _flush_buffer(device):
 
 def time_callable(fn: Callable[[], object], *, device: str, warmup_ms: float = 25.0, min_warmup: int = 3,
                   budget_ms: float = 1000.0, min_reps: int = 10, max_reps: int = 100,
-                  clear_l2: bool = True) -> list[float]:
+                  clear_l2: bool = True, slow_call_ms: float = SLOW_CALL_MS) -> list[float]:
     """Time ``fn()`` repeatedly; returns the per-call times in ms (see the module docstring for the method).
 
     Args:
@@ -175,12 +186,13 @@ def time_callable(fn: Callable[[], object], *, device: str, warmup_ms: float = 2
         warmup_ms, min_warmup: warm up for at least this much work and this many calls.
         budget_ms, min_reps, max_reps: the timed calls to aim for (work budget) and their bounds.
         clear_l2: on a GPU, write a 2 x L2 buffer before each timed call.
+        slow_call_ms: a call slower than this gets one warm-up call and at most :data:`SLOW_CALL_REPS` timed calls.
 
     Every call gets the same inputs: for candidates and baselines use :func:`time_pool`. Raises whatever ``fn``
     raises (the caller classifies it).
     """
     return _loop(lambda: fn(), device=device, warmup_ms=warmup_ms, min_warmup=min_warmup, budget_ms=budget_ms,
-                 min_reps=min_reps, max_reps=max_reps, clear_l2=clear_l2)
+                 min_reps=min_reps, max_reps=max_reps, clear_l2=clear_l2, slow_call_ms=slow_call_ms)
 
 
 def pool_size(set_bytes: int, cap_bytes: int = TIMING_POOL_BYTES, min_sets: int = TIMING_POOL_MIN_SETS,
@@ -221,7 +233,7 @@ class PoolTiming:
 def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds: list[int] | None = None,
               keep_outputs: bool = False, host_check: bool = False, warmup_ms: float = 25.0, min_warmup: int = 3,
               budget_ms: float = 1000.0, min_reps: int = 10, max_reps: int = 100,
-              clear_l2: bool = True) -> PoolTiming:
+              clear_l2: bool = True, slow_call_ms: float = SLOW_CALL_MS) -> PoolTiming:
     """Time ``fn(*inputs)`` with the inputs of call g taken from ``pool[g % len(pool)]`` (module docstring).
 
     Args:
@@ -236,7 +248,8 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
             stay under :data:`CHECK_OUTPUT_BYTES`; past it only the last calls are kept).
         host_check: on a GPU, also time :data:`HOST_BLOCKS` blocks of back-to-back calls on the last input set with a
             device-wide synchronisation around each block (ignored on a CPU, where every call is synchronous).
-        warmup_ms, min_warmup, budget_ms, min_reps, max_reps, clear_l2: as :func:`time_callable`.
+        warmup_ms, min_warmup, budget_ms, min_reps, max_reps, clear_l2, slow_call_ms: as :func:`time_callable`
+            (a slow call's host check uses blocks of one call).
 
     Returns a :class:`PoolTiming`. Raises ``ValueError`` for an empty pool or a seed list of the wrong length;
     otherwise whatever ``fn`` raises.
@@ -299,12 +312,14 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
 
     samples = _loop(fn, device=device, prepare=prepare, plan=plan, observe=observe, warmup_ms=warmup_ms,
                     min_warmup=min_warmup, budget_ms=budget_ms, min_reps=min_reps, max_reps=max_reps,
-                    clear_l2=clear_l2)
+                    clear_l2=clear_l2, slow_call_ms=slow_call_ms)
     result = PoolTiming(samples=samples, pool_size=n, checked=checked, inputs=buffers)
     if host_check and device.startswith("cuda"):
         # blocks of back-to-back calls on the last input set (no copies, no flush in between: only faster for honest
         # code), each between two device-wide synchronisations; the fastest block's per-call time
         calls = max(2, min(HOST_BLOCK_CALLS, len(samples) // HOST_BLOCKS))
+        if statistics.median(samples) > slow_call_ms:
+            calls = 1
         best = math.inf
         for _ in range(HOST_BLOCKS):
             torch.cuda.synchronize(device)
@@ -324,13 +339,15 @@ def _reps_for(per_call_ms: float, budget_ms: float, min_reps: int, max_reps: int
 
 
 def _loop(fn, *, device, prepare=None, plan=None, observe=None, warmup_ms, min_warmup, budget_ms, min_reps,
-          max_reps, clear_l2=True) -> list[float]:
+          max_reps, clear_l2=True, slow_call_ms=SLOW_CALL_MS) -> list[float]:
     """The timing loop of :func:`time_callable` and :func:`time_pool`: warm-up calls, then the timed calls.
 
     ``prepare(g)`` (untimed) returns the positional arguments of global call ``g`` (warm-up calls count);
     ``plan(g0, reps)`` learns the global index of the first timed call and how many follow; ``observe(j, out)``
     sees the output of timed call ``j`` after its clock stopped. CUDA: events on the current stream around the call,
     a device synchronisation before and after, the L2 flush before each timed call. CPU: ``perf_counter_ns``.
+    A warm-up call slower than ``slow_call_ms`` ends the warm-up and caps the timed calls at
+    :data:`SLOW_CALL_REPS` (see :data:`SLOW_CALL_MS`).
     """
     cuda = device.startswith("cuda")
     if cuda:
@@ -359,8 +376,12 @@ def _loop(fn, *, device, prepare=None, plan=None, observe=None, warmup_ms, min_w
         spent += last
         calls += 1
         g += 1
+        if last > slow_call_ms:
+            break
     # size the loop from the last warm-up call: the first ones include one-time work (torch.compile, autotuning)
     reps = _reps_for(last, budget_ms, min_reps, max_reps)
+    if last > slow_call_ms:
+        reps = min(reps, SLOW_CALL_REPS)
     if plan is not None:
         plan(g, reps)
     samples = []

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kbstudy.timing import TimingStats, median_ci_indices, summarize, time_callable
+from kbstudy.timing import SLOW_CALL_REPS, TimingStats, median_ci_indices, summarize, time_callable
 
 
 def _binomial_ci_indices(n: int) -> tuple[int, int]:
@@ -110,6 +110,23 @@ def test_time_callable_cpu_clamps():
                          max_reps=9)
     assert len(fast) == 9  # the budget buys millions of calls: max_reps
     assert all(s > 0 for s in fast)
+
+
+def test_a_call_slower_than_slow_call_ms_gets_one_warmup_call_and_few_timed_calls():
+    calls = []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.01)
+
+    samples = time_callable(slow, device="cpu", warmup_ms=100, min_warmup=3, budget_ms=1000, min_reps=10,
+                            max_reps=100, slow_call_ms=5)
+    assert len(samples) == SLOW_CALL_REPS == 5 and len(calls) == 1 + SLOW_CALL_REPS
+    # the same call under the default bound (1 s) is timed as before: warm-up to 100 ms, then budget / per-call
+    calls.clear()
+    samples = time_callable(slow, device="cpu", warmup_ms=100, min_warmup=3, budget_ms=200, min_reps=10,
+                            max_reps=100)
+    assert 10 <= len(samples) <= 20 and len(calls) >= len(samples) + 9
 
 
 def test_time_callable_propagates_errors():
