@@ -244,6 +244,8 @@ def calibrate_command(
             probs, size_scale, max_output_numel=max_output_numel or 2**62, max_input_numel=max_input_numel or 2**62,
             max_flops=max_gflop * 1e9 if max_gflop is not None else float("inf"))
         typer.echo(f"{len(probs)} of {len(selection)} problems within the footprint bounds")
+    if lanes != 1 and lane is None and not plan_lanes:
+        _fail("--lanes needs --lane (the share to calibrate) or --plan-lanes")
     if lane is not None or plan_lanes:
         from kbstudy.calibration import SOLO_LANE, assign_lanes
 

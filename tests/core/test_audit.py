@@ -304,6 +304,8 @@ def test_calibrate_cli_lanes_split_the_problems_without_overlap(levels_file, tmp
     assert sorted(rows.groupby("problem_id").size().items()) == [(19, 2), (21, 2), (22, 2)]
     bad = CliRunner().invoke(app, base + ["--lane", "2"])
     assert bad.exit_code == 2 and "--lane must be one of 0..1 or 'solo'" in bad.output
+    bad = CliRunner().invoke(app, base)
+    assert bad.exit_code == 2 and "--lanes needs --lane" in bad.output
 
 
 def test_calibrate_cli_options(levels_file, tmp_path):
