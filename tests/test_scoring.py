@@ -250,3 +250,34 @@ def test_noise_margin_uses_a_quantile_once_there_are_enough_records(tmp_path):
     write_store(tmp_path / "many", rows)
     margin = scoring.noise_margins(load_evaluations([tmp_path / "many"]))["fixture-cpu"]
     assert 0.035 < margin < 0.04  # the 95th percentile, not the outlier's 200 %
+
+
+def test_a_problems_own_null_offset_raises_its_bar(tmp_path):
+    """A quantile margin lets the largest null offsets through (the H200's current 68, a 3D transposed convolution,
+    timed 1.062x against itself with a tight interval): the null:reference of the same problem, precision and
+    hardware raises that problem's bar on its side, so neither it nor a kernel within its offset is verified."""
+    rows = [record("null:reference", pid, kb=True, kbs=True, eager=1.0 + 0.0004 * pid) for pid in range(1, 29)]
+    rows += [record("null:reference", pid, kb=True, kbs=True, eager=1.0) for pid in range(32, 44)]
+    rows += [record("null:reference", 30, kb=True, kbs=True, eager=1.062),
+             record("null:reference", 31, kb=True, kbs=True, eager=0.90),
+             record("K", 30, kb=True, kbs=True, eager=1.05),   # clears the hardware margin, not problem 30's offset
+             record("K", 2, kb=True, kbs=True, eager=1.05),    # same speedup where the null offset is ~0
+             record("K", 31, kb=True, kbs=True, eager=0.92),   # "slower" inside problem 31's (slow) offset
+             record("L", 30, kb=True, kbs=True, eager=1.20)]   # clears problem 30's offset
+    for rec in rows:  # intervals of +-0.5 % around each speedup (+-0.05 % for the nulls, as measured)
+        width = 0.0005 if rec.model_config == "null:reference" else 0.005
+        rec.speedup_vs_eager_ci_low = rec.speedup_vs_eager * (1 - width)
+        rec.speedup_vs_eager_ci_high = rec.speedup_vs_eager * (1 + width)
+    write_store(tmp_path / "offsets", rows)
+    frame = load_evaluations([tmp_path / "offsets"])
+    margin = scoring.noise_margins(frame)["fixture-cpu"]
+    assert 0.01 < margin < 0.04  # the 95th percentile of 42 nulls: below 1.062's offset
+    att = scoring.attempts(frame).set_index(["model_config", "problem_id"])
+    assert att.loc[("K", 30), "null_speedup"] == pytest.approx(1.062)
+    assert att.loc[("K", 2), "null_speedup"] == pytest.approx(1.0008)
+    assert not att.loc[("K", 30), "verified"] and att.loc[("K", 2), "verified"] and att.loc[("L", 30), "verified"]
+    assert not att.loc[("K", 31), "verified"]
+    assert not att.loc[("null:reference", 30), "verified"] and not att.loc[("null:reference", 31), "verified"]
+    # a fixed margin (or none) leaves the per-problem offsets out, as before
+    fixed = scoring.attempts(frame, noise_margin=0.01).set_index(["model_config", "problem_id"])
+    assert fixed.loc[("K", 30), "verified"] and "null_speedup" not in fixed.columns
