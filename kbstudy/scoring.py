@@ -34,7 +34,8 @@ LLMs Write Efficient GPU Kernels?", section 3), made explicit here:
   interval), and a quantile lets the largest ones through: so where the frame holds a ``null:reference`` record of
   the same problem (``problem_sha256``), precision and hardware, its speedup s0 raises the bar on that side: the
   lower bound must also exceed s0 when s0 > 1, the upper bound must also stay below s0 when s0 < 1 (column
-  ``null_speedup``). The null:reference itself is then never a verified speedup.
+  ``null_speedup``; with ``noise_margin=0`` this is off too). The null:reference itself is then never a verified
+  speedup.
 * **compiled %, KernelBench-correct %, kbstudy-correct %** = 100 * #(compiled / verdict true) / n, same n.
   KernelBench's verdict is ``torch.allclose`` at the precision's tolerance on 5 fixed-seed trials; kbstudy's verdict
   is the scale-invariant check of ``kbstudy.verify`` (relative L2 error against float64, plus coverage).
@@ -191,7 +192,7 @@ def attempts(frame: pd.DataFrame, *, by: str | Sequence[str] = "model_config", c
         low, high = low.fillna(speed).astype(float), high.fillna(speed).astype(float)
         m = out["noise_margin"]
         bar_high, bar_low = 1 + m, 1 / (1 + m)
-        if noise_margin == "auto":
+        if noise_margin == "auto" or float(noise_margin) > 0:  # a margin of 0 turns both off
             out["null_speedup"] = _null_speedups(frame, out, baseline)
             bar_high = np.fmax(bar_high, out["null_speedup"].where(out["null_speedup"] > 1))
             bar_low = np.fmin(bar_low, out["null_speedup"].where(out["null_speedup"] < 1))

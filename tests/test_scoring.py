@@ -278,6 +278,8 @@ def test_a_problems_own_null_offset_raises_its_bar(tmp_path):
     assert not att.loc[("K", 30), "verified"] and att.loc[("K", 2), "verified"] and att.loc[("L", 30), "verified"]
     assert not att.loc[("K", 31), "verified"]
     assert not att.loc[("null:reference", 30), "verified"] and not att.loc[("null:reference", 31), "verified"]
-    # a fixed margin (or none) leaves the per-problem offsets out, as before
+    # a margin given as a number keeps the per-problem offsets (a v0 frame has no null of its own: pass m); 0 is off
     fixed = scoring.attempts(frame, noise_margin=0.01).set_index(["model_config", "problem_id"])
-    assert fixed.loc[("K", 30), "verified"] and "null_speedup" not in fixed.columns
+    assert not fixed.loc[("K", 30), "verified"] and fixed.loc[("K", 2), "verified"]
+    off = scoring.attempts(frame, noise_margin=0).set_index(["model_config", "problem_id"])
+    assert off.loc[("K", 30), "verified"] and "null_speedup" not in off.columns
