@@ -94,7 +94,7 @@ def test_h200_params_read_each_candidate_once_and_tolerate_a_run_to_come():
     assert all(m.startswith("outputs/records/h200-") for m in missing)
     ev, _ = audit.load_records(folders)
     gemini = ev[ev.model_config == "gemini-1.5-flash"]
-    assert not gemini.duplicated(["problem_id", "candidate_sha256", "precision"]).any()
+    assert not gemini.duplicated(["problem_version", "problem_id", "candidate_sha256", "precision"]).any()
 
 
 def test_nbval_passes_on_a_rerun(rendered):
