@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
@@ -296,10 +299,16 @@ def test_calibrate_cli_lanes_split_the_problems_without_overlap(levels_file, tmp
     assert plan.exit_code == 0, plan.output
     assert "lane 0: level 1 19_ReLU.py" in plan.output and "problems per lane: 0 2, 1 1, solo 0" in plan.output
     assert not (tmp_path / "c-fp32").exists()  # a plan evaluates nothing
-    for lane in ("1", "0", "solo"):  # lanes write into the same folder, as the H200 script's lanes do at once
-        result = CliRunner().invoke(app, base + ["--lane", lane])
-        assert result.exit_code == 0, result.output + repr(result.exception)
-    assert "nothing to calibrate in this lane" in result.output
+    # the shared lanes run at once, as the H200 script runs them, appending to the same folder's JSONL files
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    procs = [subprocess.Popen([sys.executable, "-m", "kbstudy", *base, "--lane", lane], cwd=REPO, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for lane in ("0", "1")]
+    for proc in procs:
+        output = proc.communicate(timeout=300)[0]
+        assert proc.returncode == 0, output
+    assert "lane 1 of 2 (+ solo): 1 of 3 problems" in output
+    result = CliRunner().invoke(app, base + ["--lane", "solo"])
+    assert result.exit_code == 0 and "nothing to calibrate in this lane" in result.output
     rows = pd.read_json(tmp_path / "c-fp32" / "evaluations.jsonl", lines=True)
     assert sorted(rows.groupby("problem_id").size().items()) == [(19, 2), (21, 2), (22, 2)]
     bad = CliRunner().invoke(app, base + ["--lane", "2"])
