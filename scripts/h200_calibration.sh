@@ -59,15 +59,21 @@ step() {  # gpu, records prefix, precision, problem options... (LOG_TAG: a suffi
 # times nothing, so sharing changes no recorded value; it overlaps the ~13 s per problem of process starts, input
 # generation and float64 references that left the GPU idle (session 6). LANES=1: one process, as before.
 LANES=${LANES:-3}
+LEVEL23=(--problems "$KB" --level 2 --level 3)
+# The lane plan sizes every level-2/3 problem on the meta device (~2 min of CPU when cold, mostly the level-3 RNNs) and
+# fills the footprint cache in .cache/kbstudy that every lane reads. It starts at once, in the background, so that it
+# overlaps level 1 and DLRM-Bench; the levels 2-3 steps wait for it (if it fails, each lane plans alone).
+if [ "$LANES" -gt 1 ]; then
+  ( timeout $(( deadline - $(date +%s) )) python3 -m kbstudy calibrate "${LEVEL23[@]}" --out "$W/level23" \
+      --lanes "$LANES" --plan-lanes > "$W/logs/level23-lanes.txt" 2>&1 \
+      || echo "lane plan failed (see logs/level23-lanes.txt); each lane plans alone"
+    touch "$W/.lanes-planned" ) &
+fi
 level23() {  # gpu, precision
   local gpu=$1 prec=$2 k
-  local args=(--problems "$KB" --level 2 --level 3)
+  local args=("${LEVEL23[@]}")
   if [ "$LANES" -le 1 ]; then step "$gpu" level23 "$prec" "${args[@]}"; return; fi
-  # the plan once (it fills the footprint cache in .cache/kbstudy that every lane reads; ~2 min of CPU when cold)
-  local left=$(( deadline - $(date +%s) ))
-  [ "$left" -gt 30 ] || return 0
-  timeout "$left" python3 -m kbstudy calibrate "${args[@]}" --out "$W/level23" --lanes "$LANES" --plan-lanes \
-    > "$W/logs/level23-lanes.txt" 2>&1 || echo "lane plan failed (see logs/level23-lanes.txt); each lane plans alone"
+  while [ ! -e "$W/.lanes-planned" ] && [ "$(date +%s)" -lt "$deadline" ]; do sleep 1; done
   for k in $(seq 0 $((LANES - 1))); do
     LOG_TAG=-lane$k step "$gpu" level23 "$prec" "${args[@]}" --lanes "$LANES" --lane "$k" &
   done
@@ -101,6 +107,7 @@ else
   gpu_steps "${GPU_IDS[0]}" level1:fp32 level1:bf16 dlrm:fp32 dlrm:bf16 level23:fp32 level23:bf16 level1-deferred:fp32 \
     level1-deferred:bf16
 fi
-rm -rf "$W"/*/.*.merge
+wait  # the lane plan, if no step waited for it
+rm -rf "$W"/*/.*.merge "$W/.lanes-planned"
 tar -czf "$OUT/calibration.tar.gz" -C "$W" --exclude=README.md .
 grep -h "rc=" "$W"/logs/*.txt

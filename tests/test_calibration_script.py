@@ -57,10 +57,14 @@ def _in_order(steps: list[str]) -> list[str]:
 
 def test_one_gpu_defers_problem_45_after_everything_else(tmp_path):
     calls = _run(tmp_path, GPUS="0")
-    assert _in_order([_step(c) for c in calls]) == [
+    steps = [_step(c) for c in calls]
+    # the lane plan runs once, in the background from the start, and before any level-2/3 lane
+    assert steps.count("plan 3") == 1
+    assert steps.index("plan 3") < min(i for i, step in enumerate(steps) if step.startswith("level23"))
+    assert _in_order([step for step in steps if step != "plan 3"]) == [
         "level1 fp32 99 problems", "level1 bf16 99 problems", "dlrm fp32", "dlrm bf16",
-        "plan 3", "level23 fp32 lane 0", "level23 fp32 lane 1", "level23 fp32 lane 2", "level23 fp32 lane solo",
-        "plan 3", "level23 bf16 lane 0", "level23 bf16 lane 1", "level23 bf16 lane 2", "level23 bf16 lane solo",
+        "level23 fp32 lane 0", "level23 fp32 lane 1", "level23 fp32 lane 2", "level23 fp32 lane solo",
+        "level23 bf16 lane 0", "level23 bf16 lane 1", "level23 bf16 lane 2", "level23 bf16 lane solo",
         "level1 fp32 45", "level1 bf16 45"]
     assert all(c.startswith("0 -m kbstudy calibrate") for c in calls if "--plan-lanes" not in c)
     assert " --problem-id 45 " not in calls[0] + " "
@@ -68,8 +72,16 @@ def test_one_gpu_defers_problem_45_after_everything_else(tmp_path):
 
 
 def test_two_gpus_one_precision_each_and_defer_can_be_emptied(tmp_path):
-    calls = _run(tmp_path, GPUS="0 1", DEFER="", LANES="1")
+    calls = _run(tmp_path, GPUS="0 1", DEFER="", LANES="1")  # LANES=1: one process per GPU, no plan
     by_gpu = {gpu: [_step(c) for c in calls if c.startswith(gpu + " ")] for gpu in ("0", "1")}
     assert by_gpu == {"0": ["level1 fp32 100 problems", "dlrm fp32", "level23 fp32"],
                       "1": ["level1 bf16 100 problems", "dlrm bf16", "level23 bf16"]}
     assert not any("--lane" in c for c in calls)
+
+
+def test_two_gpus_run_their_precisions_lanes_on_their_own_gpu_after_one_plan(tmp_path):
+    calls = _run(tmp_path, GPUS="0 1", DEFER="")
+    assert sum("--plan-lanes" in c for c in calls) == 1
+    by_gpu = {gpu: sorted(_step(c) for c in calls if c.startswith(gpu + " ") and "--level 2" in c) for gpu in "01"}
+    assert by_gpu == {"0": [f"level23 fp32 lane {k}" for k in ("0", "1", "2", "solo")],
+                      "1": [f"level23 bf16 lane {k}" for k in ("0", "1", "2", "solo")]}
