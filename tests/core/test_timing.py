@@ -112,7 +112,7 @@ def test_time_callable_cpu_clamps():
     assert all(s > 0 for s in fast)
 
 
-def test_a_call_slower_than_slow_call_ms_gets_one_warmup_call_and_few_timed_calls():
+def test_a_call_slower_than_slow_call_ms_gets_two_warmup_calls_and_few_timed_calls():
     calls = []
 
     def slow():
@@ -121,7 +121,17 @@ def test_a_call_slower_than_slow_call_ms_gets_one_warmup_call_and_few_timed_call
 
     samples = time_callable(slow, device="cpu", warmup_ms=100, min_warmup=3, budget_ms=1000, min_reps=10,
                             max_reps=100, slow_call_ms=5)
-    assert len(samples) == SLOW_CALL_REPS == 5 and len(calls) == 1 + SLOW_CALL_REPS
+    assert len(samples) == SLOW_CALL_REPS == 5 and len(calls) == 2 + SLOW_CALL_REPS
+    # a slow first call only (torch.compile compiling in it) is warm-up as usual: the calls after it are fast
+    calls.clear()
+
+    def compiles_first():
+        calls.append(1)
+        time.sleep(0.02 if len(calls) == 1 else 0.0005)
+
+    samples = time_callable(compiles_first, device="cpu", warmup_ms=0, min_warmup=3, budget_ms=1000, min_reps=10,
+                            max_reps=20, slow_call_ms=5)
+    assert len(samples) == 20 and len(calls) == 3 + 20
     # the same call under the default bound (1 s) is timed as before: warm-up to 100 ms, then budget / per-call
     calls.clear()
     samples = time_callable(slow, device="cpu", warmup_ms=100, min_warmup=3, budget_ms=200, min_reps=10,
