@@ -227,7 +227,8 @@ def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[st
                     retry_outcomes: Sequence[str] = (), skip_complete: bool = False) -> CalibrationTotals:
     """Evaluate ``null:reference`` and ``nulls`` on every problem, one record folder per precision
     (``<out>-<precision>``), through :func:`kbstudy.evaluate.evaluate_batch` with no timing (calibration times
-    nothing); print each precision's findings (:func:`print_calibration`).
+    nothing); print each precision's findings on ``problems`` (:func:`print_calibration`; the folder may hold others,
+    e.g. another lane's).
 
     Args:
         problems: :class:`kbstudy.problems.Problem` objects (KernelBench or DLRM-Bench).
@@ -280,6 +281,9 @@ def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[st
         echo(f"{folder}: {summary.written} records written, {summary.already_done} already present, "
              f"{summary.seconds:.1f} s")
         findings = folder_findings(store)
+        if len(findings):  # this call's problems only: lanes share a folder, and each reports (and fails) on its own
+            ours = {(int(p.level), int(p.problem_id)) for p in problems}
+            findings = findings[[(int(lv), int(pid)) in ours for lv, pid in zip(findings.level, findings.problem_id)]]
         print_calibration(findings, f"calibration {prec}, size scale {size_scale}")
         if len(findings):
             failures += int(findings["violation"].sum())
@@ -356,7 +360,7 @@ SOLO_LANE = "solo"
 def cached_footprint(problem, size_scale: float = 1.0, cache_dir: str | Path | None = None) -> dict:
     """:func:`problem_footprint`, remembered in ``<cache_dir>/footprints.jsonl`` (one line per problem source SHA-256
     and size scale; a problem whose source changes gets a new line). The meta-device run costs up to ~25 s of CPU for
-    a level-3 RNN (38_LSTMBidirectional), ~130 s for levels 2-3 together, which every calibration lane would
+    a level-3 RNN (38_LSTMBidirectional), 95-130 s for levels 2-3 together on one core, which every calibration lane would
     otherwise pay again. ``cache_dir=None`` computes without caching. Never raises; an unwritable cache is skipped."""
     if cache_dir is None:
         return problem_footprint(problem, size_scale)
@@ -388,8 +392,9 @@ def assign_lanes(problems: Sequence, lanes: int, size_scale: float = 1.0, *, sol
 
     A problem goes to the solo lane when its inputs plus first output exceed ``solo_numel`` elements, or when the meta
     device cannot size it (:func:`problem_footprint`'s ``error``); the others are dealt round-robin, in their order,
-    to lanes ``0 .. lanes-1``. Deterministic and machine-independent (shapes from the meta device), so every lane
-    process computes the same plan on its own.
+    to lanes ``0 .. lanes-1``. Deterministic, and the same on any machine with the same packages (shapes from the meta
+    device; a problem that imports a module the machine lacks, e.g. ``einops``, is unsizable there), so every lane
+    process on one machine computes the same plan on its own.
 
     Returns one dict per problem, in order: ``level``, ``problem_id``, ``problem_name``, ``numel`` (int or ``None``),
     ``lane`` (int, or :data:`SOLO_LANE`), ``error``. Raises ``ValueError`` if ``lanes < 1``.

@@ -194,7 +194,7 @@ def calibrate_command(
     max_gflop: Optional[float] = typer.Option(None, help="... and whose scaled forward costs at most this many GFLOP"),
     trials: int = typer.Option(5, help="correctness trials (KernelBench: 5)"),
     run_timeout: float = typer.Option(300.0, help="s allowed per call stage of one candidate"),
-    cache_dir: Path = typer.Option(Path(".cache/kbstudy"), help="build cache"),
+    cache_dir: Path = typer.Option(Path(".cache/kbstudy"), help="build cache, and the lane plan's footprint cache"),
     progress: bool = typer.Option(True, help="show a progress bar"),
     retry_outcome: Optional[List[str]] = typer.Option(None, "--retry-outcome",
                                                       help="evaluate again the records with this outcome (repeat; "

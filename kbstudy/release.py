@@ -253,14 +253,17 @@ def write_release(records: Iterable[str | os.PathLike], out: str | os.PathLike, 
     if len(dropped):
         lines += [f"{len(dropped)} records repeated an attempt of an earlier folder and were left out "
                   f"(from {', '.join(sorted(dropped['records_folder'].unique()))}).", ""]
-    # a folder written in phases (scripts/h200_leaderboard.sh) may be a snapshot of an unfinished run: say so
+    # a folder written in phases (scripts/h200_leaderboard.sh) may be a snapshot of an unfinished run: say so, up front
+    snapshot = []
     for folder in records:
         done = folder / "phases_done.txt"
         if done.exists():
             phases = sorted(set(done.read_text().split()))
-            lines += [f"`{rel(folder)}` is written in phases: {len(phases)} done when this release was made "
-                      f"(`phases_done.txt`: {', '.join(phases) if phases else 'none'}); the folder's README says what "
-                      "is left. Counts above are of what was done.", ""]
+            snapshot += [f"**Snapshot of a phased run:** `{rel(folder)}` had {len(phases)} phases done when this release "
+                         f"was made (`phases_done.txt`: {', '.join(phases) if phases else 'none'}); the folder's "
+                         "README says whether the run is finished and what is left. The counts below are of what was "
+                         "done.", ""]
+    lines[2:2] = snapshot  # after the title and before the opening paragraph
     paths["README.md"].write_text("\n".join(lines))
     return paths
 

@@ -23,7 +23,8 @@
 # leaderboard runs two phases at once): candidate and eager are timed in the same phase, at most minutes apart, so the
 # speedups see the same host; launch-bound absolute times move with the host's load (outputs/records/h200-dlrm-main).
 #
-# usage: [GPUS="0 1"] [DEFER="45"] [LANES=3] bash scripts/h200_calibration.sh [SECONDS]
+# usage: OUT=<folder> [GPUS="0 1"] [DEFER="45"] [LANES=3] bash scripts/h200_calibration.sh [SECONDS]
+#   (the device tool sets OUT: the folder whose files come back)
 set -u
 secs=${1:-540}
 export KBSTUDY_GIT_COMMIT=${KBSTUDY_GIT_COMMIT:-unknown}
@@ -34,6 +35,7 @@ REC=${RECORDS_DIR:-outputs/records/h200-calibration}
 KB=${KB_DIR:-.device/kernelbench}/kernelbench_levels_1-3.jsonl
 deadline=$(( $(date +%s) + secs - 30 ))  # 30 s for the archive
 W=$(mktemp -d); mkdir -p "$W/logs"
+trap 'rm -rf "$W"' EXIT  # the working copy; what comes back is $OUT/calibration.tar.gz
 cp -r "$REC"/. "$W/" 2>/dev/null
 # GPUS: the GPU ids to use (default: every GPU nvidia-smi lists), e.g. GPUS=0 to leave GPU 1 to the leaderboard run
 if [ -z "${GPUS:-}" ]; then
@@ -63,7 +65,7 @@ LEVEL23=(--problems "$KB" --level 2 --level 3)
 # The lane plan sizes every level-2/3 problem on the meta device (~2 min of CPU when cold, mostly the level-3 RNNs) and
 # fills the footprint cache in .cache/kbstudy that every lane reads. It starts at once, in the background, so that it
 # overlaps level 1 and DLRM-Bench; the levels 2-3 steps wait for it (if it fails, each lane plans alone).
-if [ "$LANES" -gt 1 ]; then
+if [ "$LANES" -gt 1 ] && [ $(( deadline - $(date +%s) )) -gt 30 ]; then
   ( timeout $(( deadline - $(date +%s) )) python3 -m kbstudy calibrate "${LEVEL23[@]}" --out "$W/level23" \
       --lanes "$LANES" --plan-lanes > "$W/logs/level23-lanes.txt" 2>&1 \
       || echo "lane plan failed (see logs/level23-lanes.txt); each lane plans alone"
@@ -94,7 +96,8 @@ gpu_steps() {  # one GPU's share of the steps, in order
     case $prefix in
       dlrm) step "$gpu" dlrm "$prec" --dlrm ;;
       level1) step "$gpu" level1 "$prec" --problems "$KB" --level 1 "${LEVEL1_FIRST[@]}" ;;
-      level1-deferred) [ ${#DEFER_IDS[@]} -gt 0 ] && step "$gpu" level1 "$prec" --problems "$KB" --level 1 "${LEVEL1_DEFERRED[@]}" ;;
+      level1-deferred) [ ${#DEFER_IDS[@]} -gt 0 ] && LOG_TAG=-deferred step "$gpu" level1 "$prec" --problems "$KB" \
+                         --level 1 "${LEVEL1_DEFERRED[@]}" ;;
       level23) level23 "$gpu" "$prec" ;;
     esac
   done

@@ -1,5 +1,6 @@
 """The order of work in scripts/h200_calibration.sh, with the calibrate command replaced by a stub that logs its
-arguments (the real command runs on the H200; its CPU path is tested in tests/core/test_calibration.py)."""
+arguments (the real command runs on the H200; its CPU path is tested in tests/core/test_calibration.py, its lanes
+in tests/core/test_audit.py)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,15 @@ def _run(tmp_path: Path, **env) -> list[str]:
     stub.write_text(f"#!/bin/sh\necho \"$CUDA_VISIBLE_DEVICES $*\" >> {log}\n")
     stub.chmod(stub.stat().st_mode | stat.S_IEXEC)
     full = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "OUT": str(tmp_path / "out"),
-            "RECORDS_DIR": str(tmp_path / "records"), "KBSTUDY_GIT_COMMIT": "test", **env}
+            "RECORDS_DIR": str(tmp_path / "records"), "KBSTUDY_GIT_COMMIT": "test", "TMPDIR": str(tmp_path / "tmp"),
+            **env}
     (tmp_path / "out").mkdir()
+    (tmp_path / "tmp").mkdir()
     run = subprocess.run(["bash", str(REPO / "scripts" / "h200_calibration.sh"), "300"], cwd=REPO, env=full,
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 0, run.stderr
     assert (tmp_path / "out" / "calibration.tar.gz").exists()
+    assert not any((tmp_path / "tmp").iterdir()), "the script's working copy must not outlive it"
     return log.read_text().splitlines()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -307,6 +308,8 @@ def test_calibrate_cli_lanes_split_the_problems_without_overlap(levels_file, tmp
         output = proc.communicate(timeout=300)[0]
         assert proc.returncode == 0, output
     assert "lane 1 of 2 (+ solo): 1 of 3 problems" in output
+    # each lane reports (and passes or fails) on its own problems, not on whatever its neighbour wrote so far
+    assert re.search(r"reference\s*│\s*honest\s*│\s*1\s*│", output), output
     result = CliRunner().invoke(app, base + ["--lane", "solo"])
     assert result.exit_code == 0 and "nothing to calibrate in this lane" in result.output
     rows = pd.read_json(tmp_path / "c-fp32" / "evaluations.jsonl", lines=True)
