@@ -109,6 +109,20 @@ def _by_list(by: str | Sequence[str]) -> list[str]:
     return [by] if isinstance(by, str) else list(by)
 
 
+def _null_reference_rows(frame: pd.DataFrame, baseline: str) -> tuple[pd.DataFrame, pd.Series]:
+    """The ``null:reference`` records of ``frame`` that measure the harness's offset: evaluated, kbstudy-correct,
+    with a finite positive speedup over ``baseline``; returns ``(rows, speedup)``, aligned. ``frame`` has
+    ``model_config`` and the baseline's speedup column."""
+    keep = frame["model_config"] == NULL_REFERENCE
+    if "outcome" in frame.columns:
+        keep &= frame["outcome"] == "evaluated"
+    if "kbstudy_correct" in frame.columns:
+        keep &= _as_bool(frame["kbstudy_correct"]).astype(bool)
+    speed = pd.to_numeric(frame[BASELINES[baseline]], errors="coerce").astype(float)
+    keep &= np.isfinite(speed) & (speed > 0)
+    return frame.loc[keep], speed.loc[keep]
+
+
 def noise_margins(frame: pd.DataFrame, baseline: str = "eager") -> dict[str, float]:
     """The harness's between-process timing noise per hardware: ``{hardware: m}``, with m = exp(q) - 1 where q is the
     ``NOISE_QUANTILE`` quantile of |ln speedup| over that hardware's ``null:reference`` records that are evaluated,
@@ -120,14 +134,7 @@ def noise_margins(frame: pd.DataFrame, baseline: str = "eager") -> dict[str, flo
         raise ValueError(f"baseline must be one of {sorted(BASELINES)}, got {baseline!r}")
     if "model_config" not in frame.columns or BASELINES[baseline] not in frame.columns:
         return {}
-    keep = frame["model_config"] == NULL_REFERENCE
-    if "outcome" in frame.columns:
-        keep &= frame["outcome"] == "evaluated"
-    if "kbstudy_correct" in frame.columns:
-        keep &= _as_bool(frame["kbstudy_correct"]).astype(bool)
-    speed = pd.to_numeric(frame[BASELINES[baseline]], errors="coerce").astype(float)
-    keep &= np.isfinite(speed) & (speed > 0)
-    null, speed = frame.loc[keep], speed.loc[keep]
+    null, speed = _null_reference_rows(frame, baseline)
     groups = null["hardware"] if "hardware" in null.columns else pd.Series("", index=null.index)
     out = {}
     for hardware, values in np.abs(np.log(speed)).groupby(groups):
@@ -210,16 +217,10 @@ def _null_speedups(frame: pd.DataFrame, out: pd.DataFrame, baseline: str) -> pd.
     if "problem_sha256" not in frame.columns or BASELINES[baseline] not in frame.columns:
         return pd.Series(np.nan, index=out.index)
     keys = [c for c in ("problem_sha256", "precision", "hardware") if c in frame.columns]
-    keep = frame["model_config"] == NULL_REFERENCE
-    if "outcome" in frame.columns:
-        keep &= frame["outcome"] == "evaluated"
-    if "kbstudy_correct" in frame.columns:
-        keep &= _as_bool(frame["kbstudy_correct"]).astype(bool)
-    speed = pd.to_numeric(frame[BASELINES[baseline]], errors="coerce").astype(float)
-    keep &= np.isfinite(speed) & (speed > 0)
-    if not keep.any():
+    rows, speed = _null_reference_rows(frame, baseline)
+    if rows.empty:
         return pd.Series(np.nan, index=out.index)
-    null = frame.loc[keep, keys].assign(null_speedup=speed[keep]).groupby(keys, dropna=False).null_speedup.median()
+    null = rows[keys].assign(null_speedup=speed).groupby(keys, dropna=False).null_speedup.median()
     joined = out[keys].merge(null.reset_index(), on=keys, how="left")
     return pd.Series(joined["null_speedup"].to_numpy(), index=out.index)
 
