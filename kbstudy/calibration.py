@@ -357,30 +357,37 @@ SHARED_LANE_NUMEL = 4 * 10**8
 SOLO_LANE = "solo"
 
 
-def cached_footprint(problem, size_scale: float = 1.0, cache_dir: str | Path | None = None) -> dict:
-    """:func:`problem_footprint`, remembered in ``<cache_dir>/footprints.jsonl`` (one line per problem source SHA-256
-    and size scale; a problem whose source changes gets a new line). The meta-device run costs up to ~25 s of CPU for
-    a level-3 RNN (38_LSTMBidirectional), 95-130 s for levels 2-3 together on one core, which every calibration lane would
+def cached_footprints(problems: Sequence, size_scale: float = 1.0, cache_dir: str | Path | None = None) -> list[dict]:
+    """:func:`problem_footprint` of each problem, in order, remembered in ``<cache_dir>/footprints.jsonl`` (one line
+    per problem source SHA-256 and size scale; a problem whose source changes gets a new line). The cache is read once
+    and only the problems it lacks are sized and appended. The meta-device run costs up to ~25 s of CPU for a level-3
+    RNN (38_LSTMBidirectional), 95-130 s for levels 2-3 together on one core, which every calibration lane would
     otherwise pay again. ``cache_dir=None`` computes without caching. Never raises; an unwritable cache is skipped."""
     if cache_dir is None:
-        return problem_footprint(problem, size_scale)
+        return [problem_footprint(p, size_scale) for p in problems]
     from kbstudy.records import append_jsonl, iter_jsonl
 
     path = Path(cache_dir) / "footprints.jsonl"
-    key = {"problem_sha256": problem.sha256, "size_scale": float(size_scale)}
+    fields = ("output_numel", "input_numel", "flops", "error")
+    known: dict = {}
     try:
         for row in iter_jsonl(path):
-            if {k: row.get(k) for k in key} == key:
-                return {k: row.get(k) for k in ("output_numel", "input_numel", "flops", "error")}
+            known[(row.get("problem_sha256"), row.get("size_scale"))] = {k: row.get(k) for k in fields}
     except OSError:
         pass
-    fp = problem_footprint(problem, size_scale)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        append_jsonl(path, {**key, "problem_name": problem.name, **fp})
-    except OSError:
-        pass
-    return fp
+    out = []
+    for problem in problems:
+        key = (problem.sha256, float(size_scale))
+        if key not in known:
+            known[key] = problem_footprint(problem, size_scale)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                append_jsonl(path, {"problem_sha256": key[0], "size_scale": key[1], "problem_name": problem.name,
+                                    **known[key]})
+            except OSError:
+                pass
+        out.append(known[key])
+    return out
 
 
 def assign_lanes(problems: Sequence, lanes: int, size_scale: float = 1.0, *, solo_numel: int = SHARED_LANE_NUMEL,
@@ -402,8 +409,7 @@ def assign_lanes(problems: Sequence, lanes: int, size_scale: float = 1.0, *, sol
     if lanes < 1:
         raise ValueError(f"lanes must be at least 1, not {lanes}")
     plan, shared = [], 0
-    for problem in problems:
-        fp = cached_footprint(problem, size_scale, cache_dir)
+    for problem, fp in zip(problems, cached_footprints(problems, size_scale, cache_dir)):
         numel = None if fp["error"] else int(fp["input_numel"] or 0) + int(fp["output_numel"] or 0)
         if numel is None or numel > solo_numel:
             lane: int | str = SOLO_LANE
