@@ -29,7 +29,8 @@ LLMs Write Efficient GPU Kernels?", section 3), made explicit here:
   ``noise_margin="auto"`` (the default) a speedup is verified only if its interval also clears the margin m of its
   hardware, estimated from that hardware's ``null:reference`` records in the frame (:func:`noise_margins`): the
   interval's lower bound above 1 + m for a faster kernel, its upper bound below 1 / (1 + m) for a slower one. With no
-  ``null:reference`` record for a hardware, m = 0 there (the rule above alone). The offset is also partly the
+  ``null:reference`` record for a hardware, m = 0 there (the rule above alone), and :class:`NoNoiseMarginWarning`
+  says so. The offset is also partly the
   problem's own (on the H200, 3D transposed convolutions timed 0.90-1.06x against themselves, each with a tight
   interval), and a quantile lets the largest ones through: so where the frame holds a ``null:reference`` record of
   the same problem (``problem_sha256``), precision and hardware, its speedup s0 raises the bar on that side: the
@@ -59,6 +60,8 @@ equals pass@1).
 from __future__ import annotations
 
 import math
+import sys
+import warnings
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -189,6 +192,8 @@ def attempts(frame: pd.DataFrame, *, by: str | Sequence[str] = "model_config", c
         margins = noise_margins(frame, baseline)
         hardware = out["hardware"].astype(str) if "hardware" in out.columns else pd.Series("", index=out.index)
         out["noise_margin"] = hardware.map(margins).fillna(0.0).astype(float)
+        if significance:
+            _warn_without_margin(hardware[valid & out["significance_tested"]], margins)
     else:
         out["noise_margin"] = float(noise_margin)
     if significance:
@@ -208,6 +213,31 @@ def attempts(frame: pd.DataFrame, *, by: str | Sequence[str] = "model_config", c
         passes = passes & clears
     out["verified"] = valid & passes.astype(bool)
     return out
+
+
+class NoNoiseMarginWarning(UserWarning):
+    """``noise_margin="auto"`` found no ``null:reference`` record for a hardware whose speedups it verifies, so m = 0
+    there (e.g. a frame of v0 problems only: the null candidates run on the current ones)."""
+
+
+def _warn_without_margin(hardware: pd.Series, margins: dict[str, float]) -> None:
+    """Warn (:class:`NoNoiseMarginWarning`) once per call for the hardware among ``hardware`` (one entry per timed,
+    correct, significance-tested record) that has no margin in ``margins``: its speedups are verified with m = 0,
+    which the frame's caller may not intend (pass the margin of a frame that has the null records)."""
+    missing = sorted(set(hardware.unique()) - set(margins))
+    if missing:
+        warnings.warn(f"noise_margin='auto': no evaluated null:reference record for hardware {missing} in this frame, "
+                      "so its noise margin is 0; pass the margin measured where the null records are "
+                      "(kbstudy.scoring.noise_margins) as a number, or 0 to state that none is wanted",
+                      NoNoiseMarginWarning, stacklevel=_caller_stacklevel())
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` that names the first caller outside this module (the scoring functions call each other)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__") == __name__:
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _null_speedups(frame: pd.DataFrame, out: pd.DataFrame, baseline: str) -> pd.Series:

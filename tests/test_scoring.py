@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import pandas as pd
 import pytest
@@ -283,3 +284,25 @@ def test_a_problems_own_null_offset_raises_its_bar(tmp_path):
     assert not fixed.loc[("K", 30), "verified"] and fixed.loc[("K", 2), "verified"]
     off = scoring.attempts(frame, noise_margin=0).set_index(["model_config", "problem_id"])
     assert off.loc[("K", 30), "verified"] and "null_speedup" not in off.columns
+
+
+def test_auto_margin_without_null_records_warns(tmp_path):
+    """A frame with no null:reference record (a v0-only frame, say) gets m = 0 under "auto": scoring says so with a
+    NoNoiseMarginWarning, and says nothing when the margin is given (a number, or 0) or the frame has its nulls."""
+    kernels = [record("K", pid, kb=True, kbs=True, eager=1.02) for pid in range(1, 4)]
+    nulls = [record("null:reference", pid, kb=True, kbs=True, eager=1.0 + 0.001 * pid) for pid in range(1, 4)]
+    for rec in kernels + nulls:
+        rec.speedup_vs_eager_ci_low = rec.speedup_vs_eager * 0.999
+        rec.speedup_vs_eager_ci_high = rec.speedup_vs_eager * 1.001
+    write_store(tmp_path / "bare", kernels)
+    write_store(tmp_path / "with_nulls", kernels + nulls)
+    bare = load_evaluations([tmp_path / "bare"])
+    with pytest.warns(scoring.NoNoiseMarginWarning, match="fixture-cpu"):
+        att = scoring.attempts(bare)
+    assert (att["noise_margin"] == 0).all() and att["verified"].all()  # 1.02x with a tight interval, m = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", scoring.NoNoiseMarginWarning)
+        assert not scoring.attempts(bare, noise_margin=0.03)["verified"].any()  # 1.02x inside a 3 % margin
+        scoring.attempts(bare, noise_margin=0)
+        scoring.attempts(bare, significance=False)
+        scoring.attempts(load_evaluations([tmp_path / "with_nulls"]))

@@ -377,3 +377,24 @@ def test_the_committed_calibration_made_under_checks_v4(tmp_path):
     # the unjudgeable GroupNorm of one-element groups stays an excused finding
     gn = _row(f, "fp32", 2, 37, "zeros")
     assert gn.excused and gn.violation_explained == "unjudgeable"
+
+
+def test_candidate_tables_take_each_attempt_once_the_newest(tmp_path):
+    """The same kernel evaluated in two folders (an earlier run, then the full one): the audit's candidate tables
+    count it once, from the newer record; records of other attempts, and the null candidates, are untouched."""
+    from fixture_records import record, write_store
+
+    old = [record("K", 1, kb=True, kbs=False), record("K", 2, kb=True, kbs=True)]
+    new = [record("K", 1, kb=True, kbs=True), record("K", 3, kb=False, kbs=False),
+           record("null:zeros", 1, kb=True, kbs=False)]
+    for rec in new:
+        rec.created_utc = "2026-02-01T00:00:00+00:00"
+    write_store(tmp_path / "earlier", old)
+    write_store(tmp_path / "later", new)
+    folders, _ = audit.expand_records_dirs([tmp_path / "later", tmp_path / "earlier"], root=tmp_path)
+    ev, _ = audit.load_records(folders, root=tmp_path)
+    cand = audit.candidate_records(ev).set_index("problem_id")
+    assert sorted(cand.index) == [1, 2, 3]
+    assert cand.loc[1, "records_dir"] == "later" and cand.loc[1, "verdicts"] == "both pass"
+    row = audit.candidate_reverification(ev).iloc[0]
+    assert (row.records, row.kernelbench_correct, row.kbstudy_correct, row.kernelbench_only) == (3, 2, 2, 0)
