@@ -320,9 +320,7 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
     if host_check and device.startswith("cuda"):
         # blocks of back-to-back calls on the last input set (no copies, no flush in between: only faster for honest
         # code), each between two device-wide synchronisations; the fastest block's per-call time
-        calls = max(2, min(HOST_BLOCK_CALLS, len(samples) // HOST_BLOCKS))
-        if statistics.median(samples) > slow_call_ms:
-            calls = 1
+        calls = host_block_calls(samples, slow_call_ms)
         best = math.inf
         for _ in range(HOST_BLOCKS):
             torch.cuda.synchronize(device)
@@ -333,6 +331,16 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
             best = min(best, (time.perf_counter() - t0) * 1e3 / calls)
         result.host_ms, result.host_calls = best, calls * HOST_BLOCKS
     return result
+
+
+def host_block_calls(samples: list[float], slow_call_ms: float = SLOW_CALL_MS) -> int:
+    """Calls per host-check block after timed ``samples`` (ms): as many as the timed loop made per block of
+    :data:`HOST_BLOCKS`, between 2 and :data:`HOST_BLOCK_CALLS`; 1 when the median call is slower than
+    ``slow_call_ms``: a 4 s call takes 24 s in three blocks of two and 12 s in blocks of one, within the 60 s
+    stage that session 9's slow scans overran."""
+    if samples and statistics.median(samples) > slow_call_ms:
+        return 1
+    return max(2, min(HOST_BLOCK_CALLS, len(samples) // HOST_BLOCKS))
 
 
 def _reps_for(per_call_ms: float, budget_ms: float, min_reps: int, max_reps: int) -> int:

@@ -9,7 +9,8 @@ import time
 
 import pytest
 
-from kbstudy.timing import SLOW_CALL_REPS, TimingStats, median_ci_indices, summarize, time_callable
+from kbstudy.timing import (HOST_BLOCK_CALLS, HOST_BLOCKS, SLOW_CALL_MS, SLOW_CALL_REPS, TimingStats,
+                            host_block_calls, median_ci_indices, summarize, time_callable)
 
 
 def _binomial_ci_indices(n: int) -> tuple[int, int]:
@@ -145,3 +146,16 @@ def test_time_callable_propagates_errors():
 
     with pytest.raises(RuntimeError, match="kbstudy test"):
         time_callable(boom, device="cpu", warmup_ms=1, budget_ms=5, min_reps=3, max_reps=5)
+
+
+def test_host_check_blocks_are_one_call_long_for_a_slow_call():
+    """The GPU host cross-check's block length: what the timed loop made per block, clamped to [2, HOST_BLOCK_CALLS];
+    one call when the median timed call exceeds SLOW_CALL_MS (claude-3.5-sonnet's 4.2 s scan on current 91, five
+    samples: 3 blocks of one call, 12.7 s, where blocks of two would take 25 s)."""
+    assert host_block_calls([0.05] * 100) == HOST_BLOCK_CALLS
+    assert host_block_calls([0.05] * 12) == 12 // HOST_BLOCKS == 4
+    assert host_block_calls([0.05] * 3) == 2
+    assert host_block_calls([4233.3] * SLOW_CALL_REPS) == 1
+    assert host_block_calls([SLOW_CALL_MS] * 10) == 10 // HOST_BLOCKS  # at the bound, not over it
+    assert host_block_calls([20.0] * 10, slow_call_ms=5) == 1
+    assert host_block_calls([]) == 2
