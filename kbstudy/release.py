@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from pathlib import Path
 from typing import Iterable, List, Optional
 
@@ -47,6 +48,18 @@ _SORT = ["hardware", "problem_version", "precision", "model_config", "level", "p
 
 
 # ------------------------------------------------------------------------------------------------ merge
+
+
+def orphan_evaluations(evaluations, references):
+    """The timed evaluation records (``eager_ms_median`` present) whose ``reference_key`` names no record of
+    ``references``: their problem's reference timing, with its samples and flags, is missing from the folders (a record
+    file copied back without its references; a resumed ``kbstudy eval`` measures a reference only for a problem with a
+    pending candidate, so it does not repair this). Returns those rows of ``evaluations`` (DataFrames)."""
+    if "reference_key" not in evaluations.columns or "eager_ms_median" not in evaluations.columns:
+        return evaluations.iloc[0:0]
+    known = set(references["key"]) if "key" in references.columns else set()
+    timed = evaluations["eager_ms_median"].notna() & evaluations["reference_key"].notna()
+    return evaluations[timed & ~evaluations["reference_key"].isin(known)]
 
 
 def merge_record_folders(dest: str | os.PathLike, sources: Iterable[str | os.PathLike]) -> dict[str, int]:
@@ -253,6 +266,15 @@ def write_release(records: Iterable[str | os.PathLike], out: str | os.PathLike, 
     if len(dropped):
         lines += [f"{len(dropped)} records repeated an attempt of an earlier folder and were left out "
                   f"(from {', '.join(sorted(dropped['records_folder'].unique()))}).", ""]
+    orphans = orphan_evaluations(ev, references)
+    if len(orphans):
+        lines += [f"**{len(orphans)} timed evaluation records point at a reference timing that is not in the "
+                  "release** (`reference_key`; the eager and compile medians they carry are kept): "
+                  + ", ".join(f"{v} {p} L{lvl}/{pid}" for v, p, lvl, pid in orphans[
+                      ["problem_version", "precision", "level", "problem_id"]].drop_duplicates().itertuples(
+                          index=False)) + ".", ""]
+        warnings.warn(f"{len(orphans)} evaluation records have no reference record in {', '.join(map(rel, records))}",
+                      stacklevel=2)
     # a folder written in phases (scripts/h200_leaderboard.sh) may be a snapshot of an unfinished run: say so, up front
     snapshot = []
     for folder in records:

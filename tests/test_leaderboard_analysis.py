@@ -224,6 +224,28 @@ def test_release_dataset(tmp_path):
     assert counts == {"evaluations.jsonl": 28, "references.jsonl": 22}
     assert merge_record_folders(merged, [merged, SMOKE]) == counts  # idempotent, dest may be a source
     assert RecordStore(merged).evaluations_frame()["key"].is_unique
+    assert "point at a reference timing" not in paths["README.md"].read_text()
+
+
+def test_release_names_evaluations_whose_reference_record_is_missing(tmp_path):
+    """An evaluations file that came back without its references (session 10's watched run of current 93-100): the
+    release says which problems' reference timings are missing, and warns."""
+    from kbstudy.release import orphan_evaluations, write_release
+
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    (partial / "evaluations.jsonl").write_bytes((H200 / "evaluations.jsonl").read_bytes())
+    refs = [json.loads(line) for line in (H200 / "references.jsonl").read_text().splitlines()]
+    lost = refs[0]
+    (partial / "references.jsonl").write_text("".join(json.dumps(r) + "\n" for r in refs[1:]))
+    with pytest.warns(UserWarning, match="have no reference record"):
+        readme = write_release([partial], tmp_path / "out", name="partial", root=REPO)["README.md"].read_text()
+    ev = pd.read_json(partial / "evaluations.jsonl", lines=True)
+    orphans = orphan_evaluations(ev, pd.DataFrame(refs[1:]))
+    assert len(orphans) and set(orphans["reference_key"]) == {lost["key"]}
+    assert f"**{len(orphans)} timed evaluation records point at a reference timing" in readme
+    assert f"{lost['problem_version'] or 'current'} {lost['precision']} L{lost['level']}/{lost['problem_id']}" in readme
+    assert orphan_evaluations(ev, pd.DataFrame(refs)).empty
 
 
 # ------------------------------------------------------------------------------------------------ GPU plan
