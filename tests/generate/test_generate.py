@@ -184,7 +184,12 @@ def test_bad_key_is_a_clear_error(server, write_config, problems, tmp_path, monk
     assert not (out / "generations.jsonl").exists()  # a configuration error is not a sample's outcome
 
     monkeypatch.delenv(API_KEY_ENV)
-    asked = len(server.requests)
+    # requests already on the wire when the 401 cancelled the batch may reach the (threaded) server a little later:
+    # count once the server has seen nothing new for 0.3 s (under load, `make test` once saw one arrive late)
+    asked, deadline = -1, time.monotonic() + 10
+    while asked != len(server.requests) and time.monotonic() < deadline:
+        asked = len(server.requests)
+        time.sleep(0.3)
     with pytest.raises(ModelConfigError, match=API_KEY_ENV):
         _generate(write_config(), problems, out)
     assert len(server.requests) == asked  # nothing sent without a key
