@@ -391,8 +391,9 @@ def candidate_records(evaluations, precisions: Sequence[str] | None = None):
 
     An attempt is :data:`kbstudy.headline.IDENTITY` (configuration, candidate source, problem and its version,
     sample, precision, size, hardware). Where several folders hold it (a smoke run and the full run, or an earlier run
-    of the same kernels: gemini-1.5-flash's in ``h200-level1-fp32`` and the leaderboard run), the newest record by
-    ``created_utc`` is kept, as :func:`kbstudy.release.merge_record_folders` keeps it."""
+    of the same kernels: gemini-1.5-flash's in ``h200-level1-fp32`` and the leaderboard run), the record of the folder
+    listed first is kept (``evaluations`` in :func:`load_records`' folder order), the rule of
+    :func:`kbstudy.headline.load_records` (notebook 01, the release). The null candidates are left as they are."""
     from kbstudy.headline import IDENTITY
 
     ev = evaluations[~evaluations.model_config.astype(str).str.startswith("null:")]
@@ -400,10 +401,7 @@ def candidate_records(evaluations, precisions: Sequence[str] | None = None):
         ev = ev[ev.precision.isin(list(precisions))]
     ident = [c for c in IDENTITY if c in ev.columns]
     if ident and len(ev):
-        order = ev["created_utc"].fillna("") if "created_utc" in ev.columns else None
-        if order is not None:
-            ev = ev.assign(_t=order).sort_values("_t", kind="stable").drop(columns="_t")
-        ev = ev[~ev.duplicated(ident, keep="last")].sort_index()
+        ev = ev[~ev.duplicated(ident, keep="first")]
     ev = ev.copy()
     ev["verdicts"] = [cell_category(a, b, o) for a, b, o in zip(ev.kernelbench_correct, ev.kbstudy_correct,
                                                                   ev.outcome)]

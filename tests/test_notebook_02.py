@@ -94,7 +94,7 @@ def test_h200_params_read_each_candidate_once_and_tolerate_a_run_to_come():
     assert all(m.startswith("outputs/records/h200-") for m in missing)
     ev, _ = audit.load_records(folders)
     # gemini-1.5-flash's kernels were run twice at fp32 (h200-level1-fp32, then the leaderboard run): both folders
-    # are read, and the audit's candidate tables take each attempt once, the newest record
+    # are read, and the audit's candidate tables take each attempt once, from the folder listed first (the leaderboard)
     gemini = ev[ev.model_config == "gemini-1.5-flash"]
     assert gemini.duplicated(["problem_version", "problem_id", "candidate_sha256", "precision"]).any()
     kept = audit.candidate_records(ev)

@@ -379,9 +379,10 @@ def test_the_committed_calibration_made_under_checks_v4(tmp_path):
     assert gn.excused and gn.violation_explained == "unjudgeable"
 
 
-def test_candidate_tables_take_each_attempt_once_the_newest(tmp_path):
+def test_candidate_tables_take_each_attempt_once_from_the_first_folder(tmp_path):
     """The same kernel evaluated in two folders (an earlier run, then the full one): the audit's candidate tables
-    count it once, from the newer record; records of other attempts, and the null candidates, are untouched."""
+    count it once, from the folder listed first (as notebook 01 and the release do); records of other attempts, and
+    the null candidates, are untouched."""
     from fixture_records import record, write_store
 
     old = [record("K", 1, kb=True, kbs=False), record("K", 2, kb=True, kbs=True)]
@@ -398,3 +399,9 @@ def test_candidate_tables_take_each_attempt_once_the_newest(tmp_path):
     assert cand.loc[1, "records_dir"] == "later" and cand.loc[1, "verdicts"] == "both pass"
     row = audit.candidate_reverification(ev).iloc[0]
     assert (row.records, row.kernelbench_correct, row.kbstudy_correct, row.kernelbench_only) == (3, 2, 2, 0)
+    assert len(ev[ev.model_config == "null:zeros"]) == 1
+    # listed the other way round, the earlier folder's record of problem 1 is the one counted
+    folders, _ = audit.expand_records_dirs([tmp_path / "earlier", tmp_path / "later"], root=tmp_path)
+    ev, _ = audit.load_records(folders, root=tmp_path)
+    cand = audit.candidate_records(ev).set_index("problem_id")
+    assert cand.loc[1, "records_dir"] == "earlier" and cand.loc[1, "verdicts"] == "KernelBench only"
