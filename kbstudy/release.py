@@ -256,6 +256,10 @@ def write_release(records: Iterable[str | os.PathLike], out: str | os.PathLike, 
         "",
         "## Records by model configuration",
         "",
+        "`evaluated` counts the outcome `evaluated`; the two correct columns count each verdict wherever a record "
+        "has one, so a record whose timing failed after its verdicts were reached (outcome `timeout`, or "
+        "`reference_error` when the reference's timing ran out of memory) is counted correct but not evaluated.",
+        "",
         _markdown(counts),
         "",
         "## Outcomes",
