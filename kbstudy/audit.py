@@ -392,16 +392,15 @@ def candidate_records(evaluations, precisions: Sequence[str] | None = None):
     An attempt is :data:`kbstudy.headline.IDENTITY` (configuration, candidate source, problem and its version,
     sample, precision, size, hardware). Where several folders hold it (a smoke run and the full run, or an earlier run
     of the same kernels: gemini-1.5-flash's in ``h200-level1-fp32`` and the leaderboard run), the record of the folder
-    listed first is kept (``evaluations`` in :func:`load_records`' folder order), the rule of
-    :func:`kbstudy.headline.load_records` (notebook 01, the release). The null candidates are left as they are."""
-    from kbstudy.headline import IDENTITY
+    listed first is kept (``evaluations`` in :func:`load_records`' folder order): the rule of
+    :func:`kbstudy.headline.load_records` (notebook 01, the release), through the same
+    :func:`kbstudy.headline.repeated_attempts`. The null candidates are left as they are."""
+    from kbstudy.headline import repeated_attempts
 
     ev = evaluations[~evaluations.model_config.astype(str).str.startswith("null:")]
     if precisions is not None:
         ev = ev[ev.precision.isin(list(precisions))]
-    ident = [c for c in IDENTITY if c in ev.columns]
-    if ident and len(ev):
-        ev = ev[~ev.duplicated(ident, keep="first")]
+    ev = ev[~repeated_attempts(ev)]
     ev = ev.copy()
     ev["verdicts"] = [cell_category(a, b, o) for a, b, o in zip(ev.kernelbench_correct, ev.kbstudy_correct,
                                                                   ev.outcome)]

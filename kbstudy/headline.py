@@ -63,6 +63,16 @@ IDENTITY = ("model_config", "candidate_sha256", "problem_version", "problem_sha2
 # ------------------------------------------------------------------------------------------------ records
 
 
+def repeated_attempts(frame: pd.DataFrame) -> pd.Series:
+    """Per row of ``frame``: whether an earlier row holds the same attempt (:data:`IDENTITY`, over the columns the
+    frame has). Keeping the rows where this is False keeps the first record of each attempt in row order: the rule
+    of :func:`load_records` and of ``kbstudy.audit.candidate_records`` (rows in the order their folders were listed)."""
+    ident = [c for c in IDENTITY if c in frame.columns]
+    if not ident or frame.empty:
+        return pd.Series(False, index=frame.index)
+    return frame.duplicated(ident, keep="first")
+
+
 def load_records(folders: Iterable[str | Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Evaluations and references of several record folders, each attempt once.
 
@@ -84,7 +94,7 @@ def load_records(folders: Iterable[str | Path]) -> tuple[pd.DataFrame, pd.DataFr
                          for f in (frame, references))
     frame = frame.sort_values("_order", kind="stable")
     ident = [c for c in IDENTITY if c in frame.columns]
-    repeat = frame.duplicated(ident, keep="first")
+    repeat = repeated_attempts(frame)
     kept_from = frame.groupby(ident, dropna=False, sort=False)["records_folder"].transform("first")
     dropped = frame[repeat].assign(kept_from=kept_from[repeat])
     dropped = dropped[["records_folder", "model_config", "problem_name", "problem_version", "precision", "kept_from"]]
