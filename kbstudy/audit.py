@@ -169,8 +169,10 @@ def null_findings(evaluations, references, precisions: Sequence[str] | None = No
     breach = findings.violation | findings.excused
     explained = pd.Series("", index=findings.index)
     explained[breach & findings.ill_conditioned.eq(True)] = "ill-conditioned"
-    explained[breach & findings.must_fail & findings.low_spread.eq(True)] = "low spread"
+    # a low-spread problem's accepted constant is named by its cause (the output barely varies), even where the
+    # reference's own error also makes it unjudgeable
     explained[breach & findings.unjudgeable.eq(True)] = "unjudgeable"
+    explained[breach & findings.must_fail & findings.low_spread.eq(True)] = "low spread"
     explained[breach & findings.must_fail & findings.degenerate.eq(True)] = "degenerate"
     findings["violation_explained"] = explained
     return findings
@@ -191,9 +193,10 @@ def problem_findings(findings):
       that factor of passing any relative check;
     * ``ill_conditioned``: ``ref_rel_l2_error`` above the fixed relative-L2 threshold -- an honest implementation at
       this precision cannot meet it (checks v4's adaptive bound admits it);
-    * ``unjudgeable``: the reference record's flag where recorded, else recomputed: ``REFERENCE_FACTOR *
-      ref_rel_l2_error >= 1`` (:func:`kbstudy.verify.is_unjudgeable`) -- the honest error at this precision is of the
-      output's own size (no correct digit), so even the adaptive bound admits an all-zeros output;
+    * ``unjudgeable``: the reference record's flag where recorded (under the current rule:
+      :func:`kbstudy.calibration.resolve_unjudgeable`), else recomputed: ``REFERENCE_FACTOR * ref_rel_l2_error >=
+      min(1, rel_spread)`` (:func:`kbstudy.verify.is_unjudgeable`) -- the honest error at this precision is as large as
+      the output's own spread, so even the adaptive bound admits a constant output;
     * ``flags_recorded``: ``low_spread`` and ``unjudgeable`` come from the reference record (else recomputed);
     * ``degenerate``, ``degenerate_constant``, ``degenerate_inputs``: the reference record's degeneracy test.
 
@@ -229,8 +232,9 @@ def problem_findings(findings):
     out["flags_recorded"] = out.low_spread.notna() & out.unjudgeable.notna()
     out["low_spread"] = [bool(f) if rec else verify.is_low_spread(n, spread, prec) for rec, f, n, spread, prec in
                          zip(out.flags_recorded, out.low_spread, out.output_numel, out.rel_spread, out.precision)]
-    out["unjudgeable"] = [bool(f) if rec else verify.is_unjudgeable(e) for rec, f, e in
-                          zip(out.flags_recorded, out.unjudgeable, out.ref_rel_l2_error)]
+    out["unjudgeable"] = [bool(f) if rec else verify.is_unjudgeable(e, spread if n > 1 else None)
+                          for rec, f, e, spread, n in zip(out.flags_recorded, out.unjudgeable, out.ref_rel_l2_error,
+                                                          out.rel_spread, out.output_numel)]
     out["ill_conditioned"] = out.ref_rel_l2_error > tol
 
     def describe(row) -> str:

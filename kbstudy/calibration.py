@@ -89,6 +89,49 @@ def rule_breaches(frame):
     return (must_fail_accepted | honest_rejected) & ~excused, excused
 
 
+#: The columns that name one problem's calibration at one setting (its null records share them).
+PROBLEM_KEYS = ["hardware", "size_scale", "precision", "level", "problem_id", "problem_sha256"]
+
+
+def resolve_unjudgeable(frame):
+    """The ``unjudgeable`` flag of each row of ``frame`` (null records joined with their reference record) under the
+    current rule, :func:`kbstudy.verify.is_unjudgeable`: the recorded flag, or the rule applied to what the records
+    hold. ``rel_spread`` is the relative L2 error of the problem's evaluated ``null:mean`` record (the constant mean(r):
+    ``std(r) / RMS(r)``; unknown on a one-element output, where the mean is the reference itself), and the problem is
+    ``rescued`` where that record failed an input variant (``kbstudy_variants``: a constant fails there).
+
+    Why: records made before the rule looked at the output's spread (checks v4 records up to commit a92aa82) carry a
+    flag that only asked whether an all-zeros output passes; a constant can pass a bound below 1 (KernelBench level 2,
+    66_Matmul_Dropout_Softmax at fp32: training-mode dropout, whose float64 run draws another mask, gives the reference
+    an own error of 0.24, a bound of 0.96, and the mean null 0.37, on the default and the signed inputs alike). Rows
+    whose flag is unrecorded (``None``/NaN, reference records of schema < 3) stay unrecorded:
+    ``kbstudy.audit.problem_findings`` recomputes them. Needs ``null``, ``outcome``, ``rel_l2_error``,
+    ``kbstudy_variants``, ``output_numel``, ``unjudgeable``, ``reference_rel_l2_error`` and :data:`PROBLEM_KEYS`.
+    Returns a Series aligned with ``frame`` (object dtype: ``True``/``False``/``None``).
+    """
+    import pandas as pd
+
+    from kbstudy import verify
+    from kbstudy.variants import VARIANTS
+
+    keys = [k for k in PROBLEM_KEYS if k in frame.columns]
+    means = frame[(frame["null"] == "mean") & frame.outcome.eq("evaluated") & frame["output_numel"].gt(1)]
+    means = means.drop_duplicates(keys, keep="last")
+    variants = means["kbstudy_variants"] if "kbstudy_variants" in means else pd.Series(None, index=means.index)
+    rescued = [isinstance(v, dict) and any(v.get(name) == "failed" for name in VARIANTS) for v in variants]
+    per_problem = {tuple(k): (s, r) for k, s, r in zip(means[keys].itertuples(index=False), means.rel_l2_error,
+                                                       rescued)}
+    out = []
+    for row, flag, e_ref in zip(frame[keys].itertuples(index=False), frame["unjudgeable"],
+                                frame["reference_rel_l2_error"]):
+        if flag is None or (isinstance(flag, float) and flag != flag):
+            out.append(None)
+            continue
+        spread, rescue = per_problem.get(tuple(row), (None, False))
+        out.append(bool(flag) or verify.is_unjudgeable(e_ref, spread, rescue))
+    return pd.Series(out, index=frame.index, dtype=object)
+
+
 def latest_per(records, columns: Sequence[str]):
     """The latest row of ``records`` (a frame with ``created_utc``; file order among equal times) per value of
     ``columns``: the calibration's rule that a retried attempt, or a rerun under newer checks (another record key),
@@ -139,6 +182,7 @@ def calibration_findings(evaluations, references, extra_columns: Sequence[str] =
     ev["role"] = ev["null"].map(null_role)
     ev["must_fail"] = ev["null"].isin(MUST_FAIL)
     ev["vacuous"] = ev["null"].isin(VACUOUS_ON_SCALAR) & ev["output_numel"].eq(1.0)
+    ev["unjudgeable"] = resolve_unjudgeable(ev)
     ev["violation"], ev["excused"] = rule_breaches(ev)
     out = ev[columns].sort_values(["precision", "level", "problem_id", "null", "size_scale", "hardware"])
     return out.reset_index(drop=True)

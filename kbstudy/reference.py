@@ -478,7 +478,8 @@ class ReferenceSession:
           also judged on signed inputs, whose outputs spread, is evidence: there a constant fails (``variant_signed``),
           so such a problem is not flagged. ``low_spread_default`` keeps the default inputs' answer alone (the finding
           about KernelBench's own check); both ``None`` when the degeneracy check itself failed;
-        * ``unjudgeable``: ``kbstudy.verify.is_unjudgeable`` of ``reference_rel_l2_error``.
+        * ``unjudgeable``: ``kbstudy.verify.is_unjudgeable`` of ``reference_rel_l2_error`` and ``output_rel_std``
+          (from ``degeneracy``), rescued where a variant applies: the adaptive bound admits a constant output.
 
         Never raises: a reference that fails on a trial leaves the metrics ``None`` and records ``flags_error``.
         """
@@ -493,7 +494,10 @@ class ReferenceSession:
                     if low and reason is None:  # this variant applies: does its output spread?
                         low = _is_low_spread(self.trial(t)[2], self.precision)
                 result["low_spread"] = low
-            result["unjudgeable"] = verify.is_unjudgeable(result["reference_rel_l2_error"])
+            # rescued like low_spread: a value variant applies (rule 5 made it judgeable on its own inputs)
+            rescued = any(reason is None for reason in (applicability or {}).values())
+            result["unjudgeable"] = verify.is_unjudgeable(result["reference_rel_l2_error"],
+                                                          degeneracy.get("output_rel_std"), rescued)
         except Exception as exc:  # noqa: BLE001 - recorded as unknown, as the degeneracy check does
             result["flags_error"] = execution.error_text(exc, 1000)
         return result

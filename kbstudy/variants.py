@@ -33,8 +33,8 @@ precision only if, on the variant trial's own inputs (:func:`applicability`):
    inputs (``verify.kbstudy_trial``, with this input set's own accuracy bounds): its output is finite where the
    float64 one is, so an honest kernel's can be;
 5. these inputs are judgeable at the run's precision (``verify.is_unjudgeable`` of the reference's own relative L2
-   error on them is false): the reference at that precision keeps a correct digit, so the check, whose bounds widen
-   to ``REFERENCE_FACTOR`` times that error (checks v4, ``docs/verifier.md``), still rejects an all-zeros output.
+   error and the output's relative spread on them is false): the check, whose bounds widen to ``REFERENCE_FACTOR``
+   times that error (checks v4, ``docs/verifier.md``), still rejects every constant output.
    Before checks v4 the bounds were fixed, and rule 4 also required the reference to be within them.
 
 Otherwise the variant is recorded as ``"n.a."`` with the reason (``ReferenceRecord.metadata["variants"]``,
@@ -182,9 +182,11 @@ def applicability(original: Sequence[Any], transformed: Sequence[Any], expected:
     own = verify.kbstudy_trial(expected, expected64, expected, precision, "nan", reference_metrics)
     if not own.passed:
         return f"the reference at {precision} fails kbstudy's check on these inputs ({own.failure}: {own.detail})"
-    if verify.is_unjudgeable(reference_metrics.get("rel_l2_error")):
+    spread = verify.relative_spread(expected64)
+    if verify.is_unjudgeable(reference_metrics.get("rel_l2_error"), spread):
+        limit = f"the output's relative spread ({spread:.3g})" if spread is not None and spread < 1 else "1"
         return (f"unjudgeable at {precision} on these inputs: {verify.REFERENCE_FACTOR:g} x the reference's own "
-                f"relative L2 error ({reference_metrics['rel_l2_error']:.3g}) is at least 1")
+                f"relative L2 error ({reference_metrics['rel_l2_error']:.3g}) is at least {limit}")
     return None
 
 

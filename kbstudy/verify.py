@@ -322,17 +322,53 @@ def is_low_spread(numel, rel_spread, precision: str) -> bool:
     return n > 1 and spread <= LOW_SPREAD_FACTOR * REL_L2_THRESHOLD[precision]
 
 
-def is_unjudgeable(reference_rel_l2) -> bool:
-    """Is a problem *unjudgeable* at a precision: ``REFERENCE_FACTOR * e_ref[rel_l2_error] >= 1``? The reference at that
-    precision has no correct digit against float64, so the adaptive bound admits an all-zeros output.
+def is_unjudgeable(reference_rel_l2, rel_spread=None, rescued: bool = False) -> bool:
+    """Is a problem *unjudgeable* at a precision: does the adaptive relative-L2 bound admit a constant output?
+
+    Two tests on KernelBench's inputs, with ``e = reference_rel_l2``:
+
+    * ``REFERENCE_FACTOR * e >= 1``: the reference at that precision has no correct digit against float64, so the
+      bound admits an all-zeros output (relative L2 error 1);
+    * ``REFERENCE_FACTOR * e >= rel_spread`` (known and in (0, 1)), unless ``rescued``: the bound admits the best
+      constant, the mean, whose relative L2 error is exactly ``std(r) / RMS(r)``. E.g. a training-mode dropout, whose
+      float64 run draws another mask (KernelBench level 2, 66_Matmul_Dropout_Softmax: ``e`` = 0.24 at fp32, spread
+      0.37). ``rescued``: an input variant applies on whose inputs a constant fails (``kbstudy.variants``, rule 5),
+      so the verdict, which also runs that variant, is still evidence (the same rescue as *low-spread*'s).
 
     Args:
         reference_rel_l2: the reference's own relative L2 error at the precision (``None``/NaN: unknown, e.g. integer
             outputs, which are compared exactly).
-    Returns ``False`` where it is unknown. Source: ``docs/verifier.md``, "The replacement check", step 2.
+        rel_spread: ``std(r) / RMS(r)`` of the float64 output (:func:`relative_spread`; dimensionless); ``None``/NaN,
+            0 (a constant output, flagged *degenerate* instead) or unknown: the all-zeros test alone.
+        rescued: see above.
+    Returns ``False`` where ``reference_rel_l2`` is unknown. Source: ``docs/verifier.md``, "The replacement check",
+    step 2.
     """
     e_ref = _known(reference_rel_l2)
-    return e_ref is not None and REFERENCE_FACTOR * e_ref >= 1
+    if e_ref is None:
+        return False
+    if REFERENCE_FACTOR * e_ref >= 1.0:
+        return True
+    spread = _known(rel_spread)
+    return not rescued and spread is not None and 0.0 < spread < 1.0 and REFERENCE_FACTOR * e_ref >= spread
+
+
+def relative_spread(outputs64: Sequence) -> float | None:
+    """``std(r) / RMS(r)`` (population std, dimensionless) over the finite elements of the first floating tensor of
+    ``outputs64`` (float64 reference outputs): the relative L2 error of the best constant output. ``None`` without a
+    floating tensor, with fewer than two finite elements (a one-element output has no spread) or a zero RMS. Raises
+    nothing."""
+    import torch
+
+    floating = [x for x in outputs64 if isinstance(x, torch.Tensor) and x.is_floating_point()]
+    if not floating:
+        return None
+    flat = floating[0].reshape(-1).to(torch.float64)
+    flat = flat[torch.isfinite(flat)]
+    if flat.numel() < 2:
+        return None
+    rms = math.sqrt(float((flat * flat).mean()))
+    return float(flat.std(unbiased=False)) / rms if rms > 0 else None
 
 
 def _sentinel_mask(out, ref64, sentinel: str | float):

@@ -132,17 +132,23 @@ def test_recorded_flags_are_used_when_present(records):
     # as a v4 reference would record it: low-spread and its own errors (the recorded ones override the nulls')
     refs["low_spread"] = refs["low_spread"].astype(object)
     refs["unjudgeable"] = refs["unjudgeable"].astype(object)
-    refs.loc[matvec, ["low_spread", "unjudgeable", "reference_rel_l2_error"]] = [True, False, 2.5e-3]
+    refs.loc[matvec, ["low_spread", "unjudgeable", "reference_rel_l2_error"]] = [True, False, 1.2e-3]
     f = audit.null_findings(ev, refs, ["bf16"])
     mean = _row(f, "bf16", 1, 4, "mean")
-    assert mean.flags_recorded and mean.low_spread and mean.excused and mean.ref_rel_l2_error == 2.5e-3
+    assert mean.flags_recorded and mean.low_spread and mean.excused and mean.ref_rel_l2_error == 1.2e-3
+    assert not mean.unjudgeable  # 4 x 1.2e-3 is below the spread, 5.9e-3
     errors = audit.reference_errors(f)
     at = errors[(errors.precision == "bf16") & (errors.level == 1) & (errors.problem_id == 4)]
-    assert at.ref_rel_l2_error.tolist() == [2.5e-3]
+    assert at.ref_rel_l2_error.tolist() == [1.2e-3]
     # the recorded flag wins over the recomputation: recorded False on the same records, the constant is a violation
     refs.loc[matvec, "low_spread"] = False
     f = audit.null_findings(ev, refs, ["bf16"])
     assert _row(f, "bf16", 1, 4, "mean").violation
+    # a recorded unjudgeable False is read under the current rule (kbstudy.calibration.resolve_unjudgeable): with the
+    # reference's own error at 2.5e-3, 4 x that admits the mean (5.9e-3), and no variant rejected it: excused
+    refs.loc[matvec, "reference_rel_l2_error"] = 2.5e-3
+    mean = _row(audit.null_findings(ev, refs, ["bf16"]), "bf16", 1, 4, "mean")
+    assert mean.unjudgeable and mean.excused and not mean.violation and mean.violation_explained == "unjudgeable"
 
 
 def test_summary_and_grid(records):
@@ -344,7 +350,7 @@ def test_a_problem_in_two_folders_of_one_setting_counts_once(tmp_path):
     # 23_Softmax's all-zeros output at fp32, full size, is in the H200 smoke run and in the H200 calibration: one problem
     folders, _ = audit.expand_records_dirs([RECORDS / "h200-smoke", RECORDS / "h200-calibration"], root=tmp_path)
     ev, refs = audit.load_records(folders, root=tmp_path)
-    both = ev[(ev.model_config == "null:zeros") & (ev.problem_id == 23) & (ev.precision == "fp32")]
+    both = ev[(ev.model_config == "null:zeros") & (ev.level == 1) & (ev.problem_id == 23) & (ev.precision == "fp32")]
     assert both.records_dir.nunique() == 2  # (the calibration folder may hold a retried attempt too)
     findings = audit.null_findings(ev, refs, ["fp32"])
     zeros = findings[(findings["null"] == "zeros") & findings.outcome.eq("evaluated") & (findings.level == 1)]

@@ -330,3 +330,106 @@ def test_calibrate_report_judges_old_records_as_the_audit_does():
     was = recorded[(recorded.problem_name == "89_cumsum.py") & (recorded["null"] == "reference")].iloc[0]
     assert was.violation
     assert int(resolved.violation.sum()) == 0
+
+
+_STOCHASTIC = '''
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """A noisy map: its float64 run draws other normal values than its float32 run (as KernelBench level-2
+    66_Matmul_Dropout_Softmax's training-mode dropout draws another mask on the H200), so the reference's own relative
+    L2 error (~0.07) is above the output's relative spread (~0.05) but far from 1."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return 1.0 + 0.1 * {inner} + 0.05 * torch.randn_like(x)
+
+
+def get_inputs():
+    return [torch.rand(128, 64)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_unjudgeable_when_the_adaptive_bound_admits_a_constant():
+    # all-zeros test: 4 e >= 1, whatever the spread
+    assert verify.is_unjudgeable(0.3) and verify.is_unjudgeable(0.3, 0.9, rescued=True)
+    # the spread test: 4 x 0.24 = 0.96 admits the mean (0.37), not zeros (1): level-2 66 on the H200 at fp32
+    assert verify.is_unjudgeable(0.24, 0.37) and not verify.is_unjudgeable(0.24)
+    assert not verify.is_unjudgeable(0.24, 0.37, rescued=True)  # a variant applies where a constant fails
+    assert not verify.is_unjudgeable(0.05, 0.37)
+    # unknown, zero (constant output: degenerate instead) or NaN spread: the all-zeros test alone
+    for spread in (None, 0.0, math.nan):
+        assert not verify.is_unjudgeable(0.1, spread)
+    assert not verify.is_unjudgeable(None, 0.01) and not verify.is_unjudgeable(math.nan, 0.01)
+    x = torch.tensor([1.0, 3.0], dtype=torch.float64)
+    assert verify.relative_spread([torch.arange(3), x]) == pytest.approx(1.0 / math.sqrt(5.0))
+    assert verify.relative_spread([torch.ones(1, dtype=torch.float64)]) is None  # one element: no spread
+    assert verify.relative_spread([torch.zeros(4, dtype=torch.float64)]) is None
+    assert verify.relative_spread([torch.arange(3)]) is None
+
+
+def test_a_stochastic_reference_is_unjudgeable_not_a_violation(tmp_path):
+    """Two noisy problems whose reference's own error (a float64 run that draws other random values) is above the
+    output's spread, so the adaptive bound admits the mean null on KernelBench's inputs. ``x + noise``: the large
+    variant spreads the output, the mean fails there, so the verdict is evidence and the problem is not flagged.
+    ``sigmoid(x) + noise``: no variant spreads it (both are not applicable: rule 5), so the problem is flagged
+    unjudgeable, the mean's acceptance is excused, and the command passes. Before the spread test the flag asked only
+    whether an all-zeros output passes (4 e >= 1), and this was a violation (as the H200 run of level-2 66 was)."""
+    problems = tmp_path / "problems.jsonl"
+    problems.write_text("".join(json.dumps({"code": _STOCHASTIC.format(inner=inner), "level": 90, "problem_id": pid,
+                                            "name": name}) + "\n"
+                                for pid, name, inner in [(5, "5_NoisyAffine.py", "x"),
+                                                         (6, "6_NoisySigmoid.py", "torch.sigmoid(x)")]))
+    result = CliRunner().invoke(app, ["calibrate", "--problems", str(problems), "--precision", "fp32", "--nulls",
+                                      "zeros", "--nulls", "mean", "--device", "cpu", "--trials", "2", "--out",
+                                      str(tmp_path / "c"), "--no-progress", "--cache-dir", str(tmp_path / "cache")])
+    assert result.exit_code == 0, result.output
+    assert "VIOLATION" not in result.output
+    store = RecordStore(tmp_path / "c-fp32")
+    refs = {r["problem_name"]: r for r in store.references().values()}
+    rows = {(r["problem_name"], r["model_config"]): r for r in store.evaluations()}
+    for name in refs:
+        spread = refs[name]["metadata"]["output_rel_std"]
+        assert 1.0 > verify.REFERENCE_FACTOR * refs[name]["reference_rel_l2_error"] >= spread > 0
+        assert rows[(name, "null:zeros")]["kbstudy_correct"] is False
+    rescued, flagged = refs["5_NoisyAffine.py"], refs["6_NoisySigmoid.py"]
+    assert rescued["unjudgeable"] is False and "applies" in rescued["metadata"]["variants"].values()
+    assert rows[("5_NoisyAffine.py", "null:mean")]["kbstudy_failure"] == "variant_large"
+    assert flagged["unjudgeable"] is True and flagged["degenerate"] is False
+    assert "applies" not in flagged["metadata"]["variants"].values(), flagged["metadata"]["variants"]
+    mean = rows[("6_NoisySigmoid.py", "null:mean")]
+    assert mean["kbstudy_correct"] is True and mean["problem_flags"] == ["unjudgeable"]
+    findings = calibration_findings(store.evaluations_frame(), store.references_frame()).set_index(
+        ["problem_name", "null"])
+    assert findings.loc[("6_NoisySigmoid.py", "mean")].excused and not findings.violation.any()
+
+
+def test_h200_level2_dropout_problem_is_unjudgeable_on_its_committed_records():
+    """The H200 records of level-2 66_Matmul_Dropout_Softmax at fp32 (commit 8f2f9f8) carry ``unjudgeable: false``
+    (the all-zeros test alone); the current rule, applied to what they hold, flags the problem and excuses the mean
+    null's acceptance, so the level-2/3 calibration has no violation."""
+    from pathlib import Path
+
+    from kbstudy.calibration import folder_findings
+
+    folder = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-calibration" / "level23-fp32"
+    if not (folder / "evaluations.jsonl").exists():
+        pytest.skip("H200 calibration records absent")
+    store = RecordStore(folder)
+    findings = folder_findings(store)
+    dropout = findings[(findings.level == 2) & (findings.problem_id == 66)].set_index("null")
+    assert dropout.loc["mean"].kbstudy_correct and dropout.loc["mean"].excused
+    assert dropout.loc["mean"].unjudgeable and not dropout.loc["mean"].violation
+    assert dropout.loc["zeros"].kbstudy_correct is False or not dropout.loc["zeros"].kbstudy_correct
+    refs = store.references_frame()
+    recorded = refs[(refs.level == 2) & (refs.problem_id == 66)].iloc[-1]
+    assert recorded.unjudgeable is False or not recorded.unjudgeable  # what the record says
+    assert int(findings.violation.sum()) == 0
