@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import collections
 import copy
-import math
 from typing import Any
 
 from kbstudy import execution, variants, verify
@@ -44,26 +43,9 @@ UNCHANGED_RTOL = 1e-9
 UNCHANGED_ATOL_REL = 1e-12
 
 
-def _first_floating(outputs64):
-    """The finite values of the first floating tensor of ``outputs64`` (float64 reference outputs), flattened, with
-    their RMS and standard deviation (output units): ``(values, rms, std)``; ``None`` without a floating tensor.
-    ``rms`` and ``std`` are 0 when no value is finite."""
-    import torch
-
-    floating = [x for x in outputs64 if isinstance(x, torch.Tensor) and x.is_floating_point()]
-    if not floating:
-        return None
-    flat = floating[0].reshape(-1).to(torch.float64)
-    flat = flat[torch.isfinite(flat)]
-    n = flat.numel()
-    rms = math.sqrt(float((flat * flat).sum()) / n) if n else 0.0
-    std = float(flat.std(unbiased=False)) if n else 0.0
-    return flat, rms, std
-
-
 def _is_low_spread(outputs64, precision: str) -> bool:
     """``kbstudy.verify.is_low_spread`` of the first floating output of ``outputs64`` (float64 reference outputs)."""
-    first = _first_floating(outputs64)
+    first = verify.first_floating_stats(outputs64)
     if first is None:
         return verify.is_low_spread(0, None, precision)
     flat, rms, std = first
@@ -334,7 +316,7 @@ class ReferenceSession:
                   "degenerate_inputs": None, "degenerate": None, "degeneracy_error": None}
         try:
             inputs, expected, expected64 = self.trial(0)
-            first = _first_floating(expected64)
+            first = verify.first_floating_stats(expected64)
             rms = 0.0
             if first is not None:
                 flat, rms, std = first

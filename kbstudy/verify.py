@@ -353,11 +353,11 @@ def is_unjudgeable(reference_rel_l2, rel_spread=None, rescued: bool = False) -> 
     return not rescued and spread is not None and 0.0 < spread < 1.0 and REFERENCE_FACTOR * e_ref >= spread
 
 
-def relative_spread(outputs64: Sequence) -> float | None:
-    """``std(r) / RMS(r)`` (population std, dimensionless) over the finite elements of the first floating tensor of
-    ``outputs64`` (float64 reference outputs): the relative L2 error of the best constant output. ``None`` without a
-    floating tensor, with fewer than two finite elements (a one-element output has no spread) or a zero RMS. Raises
-    nothing."""
+def first_floating_stats(outputs64: Sequence):
+    """The finite values of the first floating tensor of ``outputs64`` (float64 reference outputs), flattened, with
+    their RMS and population standard deviation (output units): ``(values, rms, std)``; ``None`` without a floating
+    tensor. ``rms`` and ``std`` are 0 when no value is finite. The statistics behind ``degenerate_constant``,
+    ``output_rel_std`` and :func:`relative_spread`."""
     import torch
 
     floating = [x for x in outputs64 if isinstance(x, torch.Tensor) and x.is_floating_point()]
@@ -365,10 +365,21 @@ def relative_spread(outputs64: Sequence) -> float | None:
         return None
     flat = floating[0].reshape(-1).to(torch.float64)
     flat = flat[torch.isfinite(flat)]
-    if flat.numel() < 2:
+    n = flat.numel()
+    rms = math.sqrt(float((flat * flat).sum()) / n) if n else 0.0
+    std = float(flat.std(unbiased=False)) if n else 0.0
+    return flat, rms, std
+
+
+def relative_spread(outputs64: Sequence) -> float | None:
+    """``std(r) / RMS(r)`` (population std, dimensionless) over the finite elements of the first floating tensor of
+    ``outputs64`` (float64 reference outputs; :func:`first_floating_stats`): the relative L2 error of the best
+    constant output. ``None`` without a floating tensor, with fewer than two finite elements (a one-element output has
+    no spread) or a zero RMS. Raises nothing."""
+    first = first_floating_stats(outputs64)
+    if first is None or first[0].numel() < 2 or first[1] == 0.0:
         return None
-    rms = math.sqrt(float((flat * flat).mean()))
-    return float(flat.std(unbiased=False)) / rms if rms > 0 else None
+    return first[2] / first[1]
 
 
 def _sentinel_mask(out, ref64, sentinel: str | float):
