@@ -287,6 +287,33 @@ def calibrate_command(
                             else ""))
 
 
+@app.command("calibration-report")
+def calibration_report_command(
+    records: list[Path] = typer.Argument(..., help="calibration record folders, e.g. "
+                                                   "outputs/records/h200-calibration/level23-fp32"),
+) -> None:
+    """Print the calibration report of record folders that already exist, evaluating nothing (the report `calibrate`
+    prints at its end, read as notebook 02 reads the records: `kbstudy.calibration.folder_findings`). Exits 1 when a
+    folder breaks the calibration rule, as `calibrate` does."""
+    from kbstudy.calibration import folder_findings, print_calibration
+    from kbstudy.records import RecordStore
+
+    violations = 0
+    for folder in records:
+        if not (folder / "evaluations.jsonl").exists():
+            _fail(f"{folder} holds no evaluations.jsonl")
+        findings = folder_findings(RecordStore(folder))
+        print_calibration(findings, str(folder))
+        if len(findings):
+            violations += int(findings["violation"].sum())
+            typer.echo(f"{folder}: {int(findings['violation'].sum())} violations, {int(findings['excused'].sum())} "
+                       f"excused, {int((findings['outcome'] != 'evaluated').sum())} null records not evaluated")
+    if violations:
+        typer.echo("FAIL: kbstudy's verdict breaks the calibration rule (see the VIOLATION lines above)")
+        raise typer.Exit(code=1)
+    typer.echo("PASS: no violation of the calibration rule")
+
+
 @app.command("export")
 def export_command(records: Path = typer.Argument(..., help="records folder")) -> None:
     """Write evaluations.parquet and references.parquet beside the JSONL files."""

@@ -252,7 +252,9 @@ def write_release(records: Iterable[str | os.PathLike], out: str | os.PathLike, 
         f"Hardware: {', '.join(sorted(ev['hardware'].dropna().unique()))}. Size scales: "
         f"{', '.join(str(s) for s in sorted(ev['size_scale'].dropna().unique()))}. torch: "
         f"{', '.join(sorted(ev['torch_version'].dropna().unique()))}. Commits: "
-        f"{', '.join(c[:12] for c in commits) if commits else 'unknown'}.",
+        f"{', '.join(c[:12] for c in commits) if commits else 'unknown'}"
+        + (" (`unknown`: records made on a machine without git and without `KBSTUDY_GIT_COMMIT` set, e.g. the first "
+           "GPU runs)" if "unknown" in commits else "") + ".",
         "",
         "## Records by model configuration",
         "",
@@ -279,16 +281,17 @@ def write_release(records: Iterable[str | os.PathLike], out: str | os.PathLike, 
                           index=False)) + ".", ""]
         warnings.warn(f"{len(orphans)} evaluation records have no reference record in {', '.join(map(rel, records))}",
                       stacklevel=2)
-    # a folder written in phases (scripts/h200_leaderboard.sh) may be a snapshot of an unfinished run: say so, up front
+    # a folder written in phases (scripts/h200_leaderboard.sh) may be a snapshot of an unfinished run: say which phases
+    # it holds, up front (the folder's README says whether they are all of them)
     snapshot = []
     for folder in records:
         done = folder / "phases_done.txt"
         if done.exists():
             phases = sorted(set(done.read_text().split()))
-            snapshot += [f"**Snapshot of a phased run:** `{rel(folder)}` had {len(phases)} phases done when this release "
+            snapshot += [f"**A phased run:** `{rel(folder)}` had {len(phases)} phases done when this release "
                          f"was made (`phases_done.txt`: {', '.join(phases) if phases else 'none'}); the folder's "
-                         "README says whether the run is finished and what is left. The counts below are of what was "
-                         "done.", ""]
+                         "README says whether that is the whole run or what is left. The counts below are of what "
+                         "was done.", ""]
     lines[2:2] = snapshot  # after the title and before the opening paragraph
     paths["README.md"].write_text("\n".join(lines))
     return paths

@@ -224,11 +224,11 @@ show(pass_k)
 # %% [markdown]
 # ## The leaderboard's kernels: the headline table
 #
-# The paper's table (`kbstudy.paper.headline_table`) for the five largest model configurations of the
-# leaderboard at this level, per problem version and precision: correct % under the chosen verdict, the *verified
-# speedups* (kernels both correct and faster than PyTorch eager: their count and median speedup), and the
-# convolutions solved (correct) and sped up. The denominator n is the configuration's attempts, as above.
-# `n_float32_only` counts the bf16 attempts of kernels hard-coded to float32 (next section), and
+# The paper's table (`kbstudy.headline.headline_table`, imported here as `paper`) for the five largest model
+# configurations of the leaderboard at this level, per problem version and precision: correct % under the chosen
+# verdict, the *verified speedups* (kernels both correct and faster than PyTorch eager: their count and median
+# speedup), and the convolutions solved (correct) and sped up. The denominator n is the configuration's attempts, as
+# above. `n_float32_only` counts the bf16 attempts of kernels hard-coded to float32 (next section), and
 # `correct_pct_dtype_ok` is the correct rate without them.
 #
 # The GPU run is made phase by phase, so until it ends the table holds only the problems measured so far. The
@@ -247,8 +247,12 @@ configs = list(headline_configs) if headline_configs else (
     published.largest_configurations(leaderboard, 5, level=level) if leaderboard is not None else [])
 table = paper.headline_table(records, configs) if configs else None
 if table is not None and (table["n"] == 0).any():
-    print(f"not attempted here (every record skipped, e.g. CUDA kernels on a CPU): "
-          f"{table[table['n'] == 0]['model_config'].tolist()}")
+    # every record skipped: kernels hard-coded to float32 at bf16 (counted in the bf16 section), or CUDA on a CPU
+    skipped = table[table["n"] == 0]
+    print("not attempted here (every record skipped): " + "; ".join(
+        f"{r.model_config} {r.problem_version} {r.precision}"
+        + (f" ({int(r.n_float32_only)} float32-only kernels)" if r.n_float32_only else "")
+        for r in skipped.itertuples()))
     table = table[table["n"] > 0]
 if not configs or table is None or table.empty:
     print(f"no attempts of {configs or 'the largest configurations'} at level {level} yet: "
@@ -278,7 +282,7 @@ else:
 # double only, float32 dtype checks, or a `ModelNew` that calls the kernel for float32 inputs alone) and finds no
 # bf16 path (a dispatch over `BFloat16`, `__nv_bfloat16`). Such a kernel given bf16 tensors raises `expected scalar
 # type Float but found BFloat16` or `not implemented for 'BFloat16'`, or reads the wrong bytes. In the records it is
-# `float32_only` (`kbstudy.paper.dtype_status`): not a wrong bf16 kernel, but no bf16 kernel.
+# `float32_only` (`kbstudy.headline.dtype_status`): not a wrong bf16 kernel, but no bf16 kernel.
 
 # %%
 if leaderboard is not None:

@@ -206,17 +206,17 @@ def test_release_dataset(tmp_path):
     readme = paths["README.md"].read_text()
     assert "28 evaluation records" in readme and "| NVIDIA H200 | current | fp32 | gemini-1.5-flash | 19 | 17 | 17 | 17 | 0 |" in readme
     assert "python -m kbstudy release --records outputs/records/h200-level1-fp32" in readme
-    assert "Snapshot of a phased run" not in readme
+    assert "A phased run" not in readme
     assert "is counted correct but not evaluated" in readme  # why a correct count can exceed `evaluated`
     before = paths["evaluations.jsonl"].read_bytes()
     write_release([H200, SMOKE], out, name="h200-test", root=REPO)
     assert paths["evaluations.jsonl"].read_bytes() == before  # same records, same bytes
-    # a phased folder (the leaderboard script's) is named as a snapshot, with the phases it had done
+    # a phased folder (the leaderboard script's) is named as such, with the phases it had done
     phased = tmp_path / "phased"
     merge_record_folders(phased, [H200])
     (phased / "phases_done.txt").write_text("top5.p001-025.v0.fp32\ntop5.p001-025.current.fp32\n")
     readme = write_release([phased], tmp_path / "r2", name="phased", root=REPO)["README.md"].read_text()
-    assert readme.splitlines()[2].startswith("**Snapshot of a phased run:** `")
+    assert readme.splitlines()[2].startswith("**A phased run:** `")
     assert "had 2 phases done when this release was made" in readme
     assert "top5.p001-025.current.fp32, top5.p001-025.v0.fp32" in readme
 

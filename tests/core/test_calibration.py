@@ -433,3 +433,34 @@ def test_h200_level2_dropout_problem_is_unjudgeable_on_its_committed_records():
     recorded = refs[(refs.level == 2) & (refs.problem_id == 66)].iloc[-1]
     assert recorded.unjudgeable is False or not recorded.unjudgeable  # what the record says
     assert int(findings.violation.sum()) == 0
+
+
+def test_calibration_report_reads_existing_folders(tmp_path):
+    """``kbstudy calibration-report`` prints the report of committed folders without evaluating: the H200 level-2/3 fp32
+    calibration passes (0 violations, 13 excused), and the same records with one must-fail null edited to pass on an
+    unflagged problem fail with exit code 1."""
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-calibration" / "level23-fp32"
+    if not (folder / "evaluations.jsonl").exists():
+        pytest.skip("H200 calibration records absent")
+    result = CliRunner().invoke(app, ["calibration-report", str(folder)])
+    assert result.exit_code == 0, result.output
+    assert "0 violations, 13 excused, 0 null records not evaluated" in result.output
+    assert "unjudgeable problem: 66_Matmul_Dropout_Softmax.py" in result.output
+
+    edited = tmp_path / "level23-fp32"
+    edited.mkdir()
+    (edited / "references.jsonl").write_text((folder / "references.jsonl").read_text())
+    lines = []
+    for line in (folder / "evaluations.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if (row["level"], row["problem_id"], row["model_config"]) == (2, 1, "null:zeros"):
+            row.update(kbstudy_correct=True, kbstudy_failure=None)
+        lines.append(json.dumps(row))
+    (edited / "evaluations.jsonl").write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(app, ["calibration-report", str(edited)])
+    assert result.exit_code == 1, result.output
+    assert "VIOLATION: null:zeros on 1_Conv2D_ReLU_BiasAdd.py" in result.output
+    missing = CliRunner().invoke(app, ["calibration-report", str(tmp_path / "nothing")])
+    assert missing.exit_code == 2 and "holds no evaluations.jsonl" in missing.output
