@@ -104,7 +104,10 @@ from typing import Any, Sequence
 
 #: The version of kbstudy's checks, part of every record's settings key (``kbstudy.evaluate.EvalConfig.settings_key``):
 #: v3 added the extra trials and the timing pool; v4 made the accuracy verdict three metrics with bounds
-#: ``max(T_m[p], REFERENCE_FACTOR * e_ref[m])`` and recorded the problem flags (records of schema 3).
+#: ``max(T_m[p], REFERENCE_FACTOR * e_ref[m])`` and recorded the problem flags (records of schema 3). Not bumped when
+#: :func:`is_unjudgeable` gained its spread test (commit e3d1432): that changes a flag, read under the current rule
+#: from any record (``kbstudy.calibration.resolve_unjudgeable``), and which input variants apply only where the
+#: variant's own inputs admit a constant (a stochastic reference), where the variant's verdict was no evidence.
 CHECKS_VERSION = "v4"
 #: KernelBench ``get_tolerance_for_precision`` (after torchbench): atol = rtol = this.
 KERNELBENCH_TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
