@@ -233,9 +233,9 @@ def print_calibration(findings, title: str) -> None:
         console.print(f"not evaluated: {len(failed) - NOT_EVALUATED_LINES} more records (see the records' error_message)")
     for flag in ("low_spread", "unjudgeable"):
         for _, row in findings[findings[flag].eq(True)].drop_duplicates("problem_name").iterrows():
-            error = row.reference_rel_l2_error
+            error = row.reference_rel_l2_error  # unknown (None/NaN) on reference records older than schema 3
             console.print(f"{flag.replace('_', '-')} problem: {row.problem_name} (reference's own relative L2 error "
-                          f"{'unknown' if error is None else format(float(error), '.3g')})")
+                          f"{'unknown' if error is None or error != error else format(float(error), '.3g')})")
     degenerate = findings[findings.degenerate.eq(True)].drop_duplicates("problem_name")
     for _, row in degenerate.iterrows():
         console.print(f"degenerate reference: {row.problem_name} (constant={row.degenerate_constant}, "
@@ -243,11 +243,13 @@ def print_calibration(findings, title: str) -> None:
     for _, row in findings[findings.vacuous & findings.kbstudy_correct.eq(True)].iterrows():
         console.print(f"vacuous null: null:{row['null']} on {row.problem_name} (one-element output: it is the reference)")
     for _, row in findings[findings.excused].iterrows():
+        failure = row.kbstudy_failure if isinstance(row.kbstudy_failure, str) else None  # NaN where it passed
         console.print(f"excused: null:{row['null']} on {row.problem_name}, a flagged problem: "
-                      f"kbstudy_correct={row.kbstudy_correct} ({row.kbstudy_failure})")
+                      f"kbstudy_correct={row.kbstudy_correct}" + (f" ({failure})" if failure else ""))
     for _, row in findings[findings.violation].iterrows():
-        console.print(f"VIOLATION: null:{row['null']} on {row.problem_name}: kbstudy_correct={row.kbstudy_correct} "
-                      f"({row.kbstudy_failure})")
+        failure = row.kbstudy_failure if isinstance(row.kbstudy_failure, str) else None  # NaN where it passed
+        console.print(f"VIOLATION: null:{row['null']} on {row.problem_name}: kbstudy_correct={row.kbstudy_correct}"
+                      + (f" ({failure})" if failure else ""))
 
 
 def complete_problems(evaluations, kinds: Sequence[str], size_scale: float, hardware: str) -> set[str]:

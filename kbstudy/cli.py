@@ -298,11 +298,17 @@ def calibration_report_command(
     from kbstudy.calibration import folder_findings, print_calibration
     from kbstudy.records import RecordStore
 
-    violations = 0
-    for folder in records:
+    for folder in records:  # every folder checked before any report
+        if not folder.is_dir():
+            _fail(f"{folder} does not exist or is not a folder")
         if not (folder / "evaluations.jsonl").exists():
             _fail(f"{folder} holds no evaluations.jsonl")
+    violations = 0
+    for folder in records:
         findings = folder_findings(RecordStore(folder))
+        if not len(findings):
+            typer.echo(f"{folder}: no null-candidate records (a calibration folder holds null:<kind> records)")
+            continue
         print_calibration(findings, str(folder))
         if len(findings):
             violations += int(findings["violation"].sum())

@@ -341,3 +341,8 @@ def register(app) -> None:
         cols = [*by, *(["start_utc"] if per_call else []), "records", "bursts", "gpu_minutes",
                 "kernels_per_gpu_minute", "worker_minutes", "median_s_per_kernel"]
         typer.echo(table[cols].round(3).to_string(index=False))
+        if len(table) > 1:  # the figure a README quotes: records over GPU-minutes of all rows' bursts
+            records_n, minutes = int(table["records"].sum()), float(table["gpu_minutes"].sum())
+            typer.echo(f"all rows: {records_n} records in {minutes:.1f} GPU-minutes of bursts, "
+                       f"{records_n / minutes:.1f} kernels per GPU-minute" if minutes > 0 else
+                       f"all rows: {records_n} records")

@@ -113,8 +113,9 @@ def test_throughput_command_per_call(two_calls):
     result = CliRunner().invoke(app, ["throughput", str(two_calls), "--per-call"])
     assert result.exit_code == 0, result.output
     lines = result.output.strip().splitlines()
-    assert "git_commit" in lines[0] and "start_utc" in lines[0] and len(lines) == 3
+    assert "git_commit" in lines[0] and "start_utc" in lines[0] and len(lines) == 4
     assert " aaaaaaa " in lines[1] and " bbbbbbb " in lines[2]  # in order of their start, commits shortened
+    assert lines[3] == "all rows: 4 records in 2.0 GPU-minutes of bursts, 2.0 kernels per GPU-minute"
     plain = CliRunner().invoke(app, ["throughput", str(two_calls)])
     assert plain.exit_code == 0 and len(plain.output.strip().splitlines()) == 2 and "git_commit" not in plain.output
 

@@ -462,5 +462,7 @@ def test_calibration_report_reads_existing_folders(tmp_path):
     result = CliRunner().invoke(app, ["calibration-report", str(edited)])
     assert result.exit_code == 1, result.output
     assert "VIOLATION: null:zeros on 1_Conv2D_ReLU_BiasAdd.py" in result.output
-    missing = CliRunner().invoke(app, ["calibration-report", str(tmp_path / "nothing")])
-    assert missing.exit_code == 2 and "holds no evaluations.jsonl" in missing.output
+    missing = CliRunner().invoke(app, ["calibration-report", str(folder), str(tmp_path / "nothing")])
+    assert missing.exit_code == 2 and "does not exist" in missing.output
+    assert "PASS" not in missing.output  # every folder is checked before any report
+    assert "kbstudy_correct=True (nan)" not in result.output and "kbstudy_correct=True\n" in result.output
