@@ -242,14 +242,14 @@ def print_calibration(findings, title: str) -> None:
                       f"inputs without effect={row.degenerate_inputs})")
     for _, row in findings[findings.vacuous & findings.kbstudy_correct.eq(True)].iterrows():
         console.print(f"vacuous null: null:{row['null']} on {row.problem_name} (one-element output: it is the reference)")
+    def verdict(row) -> str:  # the failure only where there is one (NaN where the null passed)
+        failure = row.kbstudy_failure if isinstance(row.kbstudy_failure, str) else None
+        return f"kbstudy_correct={row.kbstudy_correct}" + (f" ({failure})" if failure else "")
+
     for _, row in findings[findings.excused].iterrows():
-        failure = row.kbstudy_failure if isinstance(row.kbstudy_failure, str) else None  # NaN where it passed
-        console.print(f"excused: null:{row['null']} on {row.problem_name}, a flagged problem: "
-                      f"kbstudy_correct={row.kbstudy_correct}" + (f" ({failure})" if failure else ""))
+        console.print(f"excused: null:{row['null']} on {row.problem_name}, a flagged problem: {verdict(row)}")
     for _, row in findings[findings.violation].iterrows():
-        failure = row.kbstudy_failure if isinstance(row.kbstudy_failure, str) else None  # NaN where it passed
-        console.print(f"VIOLATION: null:{row['null']} on {row.problem_name}: kbstudy_correct={row.kbstudy_correct}"
-                      + (f" ({failure})" if failure else ""))
+        console.print(f"VIOLATION: null:{row['null']} on {row.problem_name}: {verdict(row)}")
 
 
 def complete_problems(evaluations, kinds: Sequence[str], size_scale: float, hardware: str) -> set[str]:

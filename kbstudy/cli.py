@@ -310,10 +310,9 @@ def calibration_report_command(
             typer.echo(f"{folder}: no null-candidate records (a calibration folder holds null:<kind> records)")
             continue
         print_calibration(findings, str(folder))
-        if len(findings):
-            violations += int(findings["violation"].sum())
-            typer.echo(f"{folder}: {int(findings['violation'].sum())} violations, {int(findings['excused'].sum())} "
-                       f"excused, {int((findings['outcome'] != 'evaluated').sum())} null records not evaluated")
+        violations += int(findings["violation"].sum())
+        typer.echo(f"{folder}: {int(findings['violation'].sum())} violations, {int(findings['excused'].sum())} "
+                   f"excused, {int((findings['outcome'] != 'evaluated').sum())} null records not evaluated")
     if violations:
         typer.echo("FAIL: kbstudy's verdict breaks the calibration rule (see the VIOLATION lines above)")
         raise typer.Exit(code=1)
