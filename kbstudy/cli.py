@@ -278,9 +278,7 @@ def calibrate_command(
     typer.echo(f"{totals.violations} null candidates pass kbstudy's check on a problem not flagged degenerate, "
                "low-spread or unjudgeable, or are honest and fail it (must be 0; noise and lowprec excepted: the "
                "calibration rule of docs/verifier.md)")
-    if totals.violations:  # usable as a gate in scripts and CI: the verdict was fooled, or rejected an honest one
-        typer.echo("FAIL: kbstudy's verdict breaks the calibration rule (see the VIOLATION lines above)")
-        raise typer.Exit(code=1)
+    _fail_on_violations(totals.violations)
     typer.echo("PASS: kbstudy's verdict rejects every must-fail null and accepts every honest one on the problems not "
                "flagged" + (f", among the records evaluated; {totals.not_evaluated} null records were not evaluated "
                             "and have no verdict (the 'not evaluated' lines above say why)" if totals.not_evaluated
@@ -313,10 +311,16 @@ def calibration_report_command(
         violations += int(findings["violation"].sum())
         typer.echo(f"{folder}: {int(findings['violation'].sum())} violations, {int(findings['excused'].sum())} "
                    f"excused, {int((findings['outcome'] != 'evaluated').sum())} null records not evaluated")
+    _fail_on_violations(violations)
+    typer.echo("PASS: no violation of the calibration rule")
+
+
+def _fail_on_violations(violations: int) -> None:
+    """Exit 1 with the FAIL line when a calibration broke its rule: usable as a gate in scripts and CI (the verdict
+    was fooled, or rejected an honest one)."""
     if violations:
         typer.echo("FAIL: kbstudy's verdict breaks the calibration rule (see the VIOLATION lines above)")
         raise typer.Exit(code=1)
-    typer.echo("PASS: no violation of the calibration rule")
 
 
 @app.command("export")
