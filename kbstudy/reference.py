@@ -126,6 +126,7 @@ class ReferenceSession:
             return self.cache[trial]
         import torch
 
+        self._make_room()
         seed = self._seed_of(trial)
         inputs = self._make_inputs(seed, self._variant_of(trial))
         execution.set_seed(seed)
@@ -207,6 +208,18 @@ class ReferenceSession:
             import torch
 
             torch.cuda.empty_cache()
+
+    def _make_room(self) -> None:
+        """Evict before building a new trial, not only after: at full size one entry can be as large as the whole
+        cache (45_Average_Pooling_2D's fp32 input is 16 GiB), and keeping the old entry while the new one and its
+        float64 copies (32 GiB more) are built took this process to 64 GiB beside a worker of as much, more than the
+        H200's 140 GB (session 12). The steady state is unchanged: room is made for one entry the size of the largest
+        cached one, which is what :meth:`_evict` would otherwise free after the build."""
+        if not self.cache:
+            return
+        incoming = max(self._entry_bytes(e) for e in self.cache.values())
+        while self.cache and sum(self._entry_bytes(e) for e in self.cache.values()) + incoming > self.cache_bytes:
+            self.cache.popitem(last=False)
 
     def _evict(self, keep) -> None:
         while len(self.cache) > 1 and sum(self._entry_bytes(e) for e in self.cache.values()) > self.cache_bytes:

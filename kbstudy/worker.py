@@ -407,11 +407,25 @@ class CandidateWorker:
             elif op == "release":
                 self.outputs = None
                 self.timed_outputs = None
+                self._release_cached_memory()
             elif op == "time":
                 if not self._time(request):
                     return
             elif op == "profile":
                 self._profile()
+
+    def _release_cached_memory(self) -> None:
+        """Hand the caching allocator's idle blocks back to the driver once a trial is judged, when they exceed
+        ``PRISTINE_HOST_BYTES``: the reference process shares the GPU and builds the next trial's inputs (and their
+        float64 copies) while this process waits, and the pristine copies and poisoned blocks of the last trial would
+        otherwise stay reserved here (45_Average_Pooling_2D at fp32, a 16 GiB input: out of memory on the H200,
+        session 12). Small problems keep their blocks: releasing them every trial would only add allocation time."""
+        if not self.device.startswith("cuda"):
+            return
+        import torch
+
+        if torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device) > PRISTINE_HOST_BYTES:
+            torch.cuda.empty_cache()
 
     def _construct(self, init_inputs) -> bool:
         import torch
@@ -464,6 +478,8 @@ class CandidateWorker:
         from kbstudy import execution
 
         try:
+            if not request.get("reuse_inputs"):
+                self.last_inputs = None  # only a storage-reuse trial needs them; a full-size input set is GBs
             inputs = self._receive_inputs()
             if request.get("reuse_inputs") and self._same_layout(self.last_inputs, inputs):
                 # same tensor objects and storage as the previous trial, new values (see the module docstring)

@@ -433,3 +433,28 @@ def test_settings_key_names_the_new_checks():
 def test_set_seed_is_what_the_timing_pool_uses():
     execution.set_seed(1234)
     assert torch.initial_seed() == 1234
+
+
+def test_reference_cache_makes_room_before_building_a_trial(session_factory, monkeypatch):
+    """A full-size input set can be as large as the reference's whole cache (45_Average_Pooling_2D: 16 GiB at fp32):
+    the old entry is evicted *before* the next trial and its float64 copies are built, so the process never holds two,
+    while a cache with room for several keeps as many as before (ReLU at 1/100 size, KernelBench trials 0-2)."""
+    session, _ = session_factory(1, 19, "fp32", 0.01)  # ReLU
+    session.trial_seeds = [42, 43, 44]
+    built_beside: list[int] = []
+    make_inputs = session._make_inputs
+
+    def spy(seed, variant=None):
+        built_beside.append(sum(session._entry_bytes(e) for e in session.cache.values()))
+        return make_inputs(seed, variant)
+
+    monkeypatch.setattr(session, "_make_inputs", spy)
+    entry = session._entry_bytes(session.trial(0))
+    session.cache_bytes = entry + entry // 2  # room for one entry, not two
+    session.trial(1)
+    assert built_beside == [0, 0] and list(session.cache) == [1]
+    session.cache.clear()
+    session.cache_bytes = 3 * entry  # room for three: the steady state keeps three, as evicting after the build did
+    for t in range(3):
+        session.trial(t)
+    assert list(session.cache) == [0, 1, 2] and built_beside[-1] == 2 * entry
