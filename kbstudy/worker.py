@@ -13,7 +13,8 @@ Candidate worker protocol (messages from the orchestrator; replies are dicts, te
 2. ``{"op": "construct", "init_inputs": [...]}`` -> ``{"stage": "constructed"}`` or a failure
 3. per trial: ``{"op": "run", "trial": t, "seed": s, "sentinel": "nan"|float, "reuse_inputs": bool,
    "survive": bool}`` then the inputs' bytes -> bytes of ``share({"outputs": [...], "forms": [...],
-   "integrity": {...}})`` or a failure dict (pickled); then ``{"op": "release"}``. With ``survive`` (the extra trials
+   "integrity": {...}})`` or a failure dict (pickled); then ``{"op": "release"}`` (the outputs are dropped, and idle
+   cached GPU blocks above 1 GiB handed back: the reference process shares the GPU). With ``survive`` (the extra trials
    of ``kbstudy.variants``) a Python exception in the call is reported and the worker serves on, so the candidate's
    other verdicts and its timing survive a crash on unusual inputs;
 4. ``{"op": "time", "timing": {...}, "host_check": bool}`` then the bytes of the timing pool (``{"pool": [input
