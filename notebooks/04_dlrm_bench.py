@@ -26,15 +26,15 @@
 # and writes the floors to `floors.jsonl` beside `machine.json`; this notebook only reads them. Each problem is
 # evaluated at the precision it is written in: bf16 for 10 and 11, fp32 for the others.
 #
-# **H200 parameters.** `outputs/records/h200-dlrm-s7` (session 7, a quiet single-GPU host). Its twelve kernel files
-# (`kbstudy-triton`) launch the compiled Triton kernel directly after the first launch of each specialisation (commit
-# `0b38395`, "lean launch"); the same run also measured the twelve files as they were before that commit, launched
-# through Triton's JIT, as the variant `kbstudy-triton-jit`, against the same eager and `torch.compile` timings.
-# `previous_records_dir` and `repeat_records_dir` are both `h200-dlrm-s6-loaded` (session 6, a shared host). Its
-# twelve shipped files are byte for byte this run's `kbstudy-triton-jit` files (same `candidate_sha256`), so it is
-# the earlier run of the changed (lean) kernels and, at the same time, the only earlier run that holds every file
-# of this run: its band covers all twelve problems and measures what moving from the shared host to the quiet one
-# did to unchanged code. Each folder's README says how it was made.
+# **H200 parameters.** `outputs/records/h200-dlrm-s12` (session 12, a single-GPU host, nothing else running during
+# the run): the twelve kernel files as shipped, whose lean launch (after the first launch of each specialisation the
+# compiled Triton kernel is launched directly, commit `0b38395`) keys its cache on the current device since a review
+# after session 7 (`85e4ac0`: one `get_current_device()` call per launch); kernel 3 also reads its 26 tables from the
+# modules' parameter dicts (`c6c7a5a`). No variants. `previous_records_dir` is `h200-dlrm-s7` (session 7, a quiet
+# single-GPU host): the same kernels before those two changes, so no kernel file is in both runs and that comparison
+# has no band of its own. `repeat_records_dir` is `h200-dlrm-s12-p11`: the same files of problems 10 and 11 only,
+# rerun on the same machine about 30 s after this run ended (problem 11 lost to eager here), so its band covers those
+# two problems and says what a rerun within a minute moves. Each folder's README says how it was made.
 #
 # **Preliminary records.** A folder written by the benchmark's former runner (layout `preliminary`, e.g.
 # `outputs/records/h200-dlrm-gpu-run`, kept for comparison) has no verdicts: its
@@ -279,8 +279,9 @@ print("\n".join(f"- {n}" for n in gather_notes(bandwidth, machine)))
 # same eager timing. Only our kernels (`kbstudy-triton`) enter the tables above. `variant_over_ours` is the ratio of
 # the two medians (above 1: ours is faster) with its 95 % bootstrap interval (`variant_over_ours_ci_low`/`_high`, from
 # the two records' per-call samples, as the speedup intervals are computed); a configuration that covers several
-# problems gets one summary sentence first. In the H200 parameters the variant `kbstudy-triton-jit` is every kernel
-# file as it was before the lean launch (commit `0b38395`): the kernels are the same, only the launch path differs.
+# problems gets one summary sentence first. The H200 run read here (session 12) has no variants; session 7's run
+# (`outputs/records/h200-dlrm-s7`, its README) measured every kernel file as it was before the lean launch (commit
+# `0b38395`) as the variant `kbstudy-triton-jit` beside the lean-launch files.
 
 # %%
 variant_table = load_variants(project_path(records_dir))
@@ -291,14 +292,15 @@ print("\n".join(f"- {n}" for n in variant_notes(variant_table)))
 
 # %% [markdown]
 # ## Our kernels before and after (an earlier run of the same problems)
-# Given `previous_records_dir` (the H200 parameters: `outputs/records/h200-dlrm-s6-loaded`, session 6 on a shared
-# host, whose twelve files are this run's `kbstudy-triton-jit`; the figures above come from
-# `outputs/records/h200-dlrm-s7`), our kernel's median time in each run. `after_over_before` below 1: faster now.
+# Given `previous_records_dir` (the H200 parameters: `outputs/records/h200-dlrm-s7`, session 7, the lean-launch files
+# before the device key; the figures above come from `outputs/records/h200-dlrm-s12`), our kernel's median time in
+# each run. `after_over_before` below 1: faster now.
 # Eager is re-timed in each run; `eager_after_over_before` shows how much the baseline itself moved between the two
 # runs. The kernel files both runs hold (same `candidate_sha256`, ours or a variant) moved too: that band is what a
 # difference between runs can owe to the run rather than the kernel, so a changed kernel's difference is evidence only
 # outside it. A variant measured in the same run (previous section) needs no band: same machine state, same eager
-# timing.
+# timing. In the H200 parameters the two runs share no file (the device key changed all twelve), so the sentences
+# below find no band; the only band for session 12's files is the next section's, over problems 10 and 11.
 
 # %%
 if previous_records_dir:
@@ -328,11 +330,15 @@ else:
 # ## The same kernels in another run
 # Given `repeat_records_dir`, a run of (mostly) the same kernel files: what a rerun moves, file by file (the kernel
 # files both runs hold, matched by `candidate_sha256` whatever their model configuration), and the band it gives. The
-# launch-bound problems (floor under three launches) tend to move most; each run's launch latency is printed. In the
-# H200 parameters this is `outputs/records/h200-dlrm-s6-loaded`, the same folder as `previous_records_dir`: it holds
-# all twelve of this run's `kbstudy-triton-jit` files, so every problem has an unchanged file in the band, and the
-# band is what the shared host against the quiet one moved. The before/after table and the band's sentences are then
-# those of the previous section and are not printed twice.
+# launch-bound problems (floor under three launches) tend to move most; each run's launch latency is printed. Here
+# `before` is the other run and `after` this one, whatever their order in time (`after_over_before` = this run / the
+# other). In the H200 parameters the other run is `outputs/records/h200-dlrm-s12-p11`: this run's files of problems
+# 10 and 11, byte for byte, rerun on the same machine about 30 s after this run ended, so the table and the band have
+# two rows. Problem 11 (one launch, a floor of 3.5 us) is the launch-bound one: within each run its timed calls are
+# tightly spread and its speedup interval excludes 1, yet the two runs put it on opposite sides of eager. A difference
+# smaller than this band says nothing about a kernel, however narrow one run's interval. When the other run is the
+# folder of `previous_records_dir`, the before/after table and the band's sentences are those of the previous section
+# and are not printed twice.
 
 # %%
 if repeat_records_dir:

@@ -279,15 +279,15 @@ def test_dlrm_missing_names_gaps():
                     reason="H200 notebook 4 rendering absent")
 def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
     """The committed H200 notebook 4 shows what ``kbstudy.dlrm_bench.report`` computes from the records its params
-    name (session 7's quiet run: the lean-launch kernels as ours, the same twelve files before the lean launch as the
-    variant ``kbstudy-triton-jit``; compared with session 6's run, whose twelve shipped files are that variant's, as
-    both the previous and the repeat run): a stale rendering fails here."""
+    name (session 12's run of the shipped files, the lean launch keyed on the current device; compared with session
+    7's run of the files before that key, which shares no file with it, and with the repeat of problems 10 and 11
+    made about 30 s later with the same files): a stale rendering fails here."""
     from kbstudy.study import _load_mapping, project_path
 
     params = _load_mapping(REPO / "params" / "04_dlrm_bench.h200.yaml")
-    assert params["records_dir"] == "outputs/records/h200-dlrm-s7"
-    assert params["previous_records_dir"] == "outputs/records/h200-dlrm-s6-loaded"
-    assert params["repeat_records_dir"] == "outputs/records/h200-dlrm-s6-loaded"
+    assert params["records_dir"] == "outputs/records/h200-dlrm-s12"
+    assert params["previous_records_dir"] == "outputs/records/h200-dlrm-s7"
+    assert params["repeat_records_dir"] == "outputs/records/h200-dlrm-s12-p11"
     records_dir, previous_dir, repeat_dir = (project_path(params[k], REPO) for k in (
         "records_dir", "previous_records_dir", "repeat_records_dir"))
     table, machine = dlrm_report.load_run(records_dir)
@@ -312,24 +312,34 @@ def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
                  + dlrm_report.device_notes(device, machine)
                  + dlrm_report.gather_notes(dlrm_report.achieved_bandwidth(records_dir), machine)
                  + dlrm_report.variant_notes(dlrm_report.variants(records_dir))
+                 + dlrm_report.move_notes(dlrm_report.kernel_moves(previous_dir, records_dir))
                  + dlrm_report.move_notes(dlrm_report.kernel_moves(repeat_dir, records_dir))):
         assert note in text
     assert "memory-bound problems within 1.25x of the floor: none" in text
-    assert "other run: outputs/records/h200-dlrm-s6-loaded" in text
-    assert "the same folder as previous_records_dir" in text
+    assert "win rate over eager: 91.7% (11 of 12; paper 41.7%)" in text
+    assert "other run: outputs/records/h200-dlrm-s12-p11" in text
+    assert "the same folder as previous_records_dir" not in text
+    # session 7 and session 12 share no kernel file (the device key changed all twelve): no band from them
+    assert "no kernel file is in both runs: there is no band to judge a change by" in text
+    # problem 11 loses to eager here (its interval below 1) and wins in the repeat 30 s later, same file
+    t, r = table.set_index("problem_id"), repeat.set_index("problem_id")
+    assert t.loc[11, "speedup_vs_eager"] < 1 and t.loc[11, "speedup_significant"] == True  # noqa: E712
+    assert sorted(r.index) == [10, 11] and r.loc[11, "speedup_vs_eager"] > 3
+    assert "kernel files in both runs: 2 (problems 10, 11)" in text
     # by device time four memory-bound kernels are within the target, by per-call time none
     mem = device[device["bound"] == "memory"]
     assert mem.loc[mem["device_within_target"] == True, "problem_id"].tolist() == [1, 3, 4, 8]  # noqa: E712
     assert not (mem["per_call_over_floor"] <= dlrm_report.FLOOR_TARGET).any()
-    # commit 0b38395's evaluation code and kernels made every record (with significance); the JIT-launched files are
-    # a variant beside ours, so only ours enter the table
+    # commit 8a72f2e's evaluation code and kernels made every record of both session-12 folders, ours only
     evaluations = RecordStore(records_dir).evaluations_frame()
-    assert set(evaluations["git_commit"]) == {"0b3839538e88b03ffa4be34df88f040844fd301c"}
-    assert evaluations["speedup_significant"].notna().all()
-    assert sorted(evaluations["model_config"]) == ["kbstudy-triton"] * 12 + ["kbstudy-triton-jit"] * 12
-    # the variant's files are session 6's shipped files, byte for byte; ours differ from them in every problem
-    by_config = evaluations.set_index(["model_config", "problem_id"])["candidate_sha256"]
-    other = RecordStore(repeat_dir).evaluations_frame()
-    other = other[other["model_config"] == "kbstudy-triton"].set_index("problem_id")["candidate_sha256"].sort_index()
-    assert by_config["kbstudy-triton-jit"].sort_index().tolist() == other.tolist()
-    assert not (by_config["kbstudy-triton"].sort_index() == other).any()
+    repeated = RecordStore(repeat_dir).evaluations_frame()
+    for frame in (evaluations, repeated):
+        assert set(frame["git_commit"]) == {"8a72f2e3cdda4380fe7157fbdd1e8aeb607e288d"}
+        assert frame["speedup_significant"].notna().all() and set(frame["model_config"]) == {"kbstudy-triton"}
+    assert len(evaluations) == 12 and len(repeated) == 2
+    # the repeat's two files are this run's, byte for byte; session 7's files (ours and its JIT variant) differ from
+    # this run's in every problem
+    ours = evaluations.set_index("problem_id")["candidate_sha256"].sort_index()
+    assert repeated.set_index("problem_id")["candidate_sha256"].sort_index().tolist() == ours.loc[[10, 11]].tolist()
+    s7 = RecordStore(previous_dir).evaluations_frame()
+    assert not s7["candidate_sha256"].isin(ours.tolist()).any()

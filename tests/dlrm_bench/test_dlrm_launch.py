@@ -3,8 +3,8 @@ a candidate file must stand alone).
 
 ``_launch`` launches a compiled kernel directly once the JIT has compiled it for an argument specialisation; that is
 correct only if ``_specialization`` tells apart every pair of launches Triton would compile differently. On a CPU the
-direct path is off (the interpreter compiles nothing), so the GPU run's verdicts cover it (``h200-dlrm-s7``: all 12
-pass both verdicts through it); here: the specialisation key itself, that every file routes every launch through
+direct path is off (the interpreter compiles nothing), so the GPU runs' verdicts cover it (``h200-dlrm-s7``: all 12
+pass both verdicts through it; ``h200-dlrm-s12``, with the current device in the cache key: all 12 pass too); here: the specialisation key itself, that every file routes every launch through
 ``_launch``, and that the twelve copies are the same code.
 """
 
