@@ -171,7 +171,6 @@ def write_release(records: Iterable[str | os.PathLike], out: str | os.PathLike, 
 
     Returns ``{file name: path}``. Raises ``ValueError`` if the folders hold no evaluation records.
     """
-    import pandas as pd
 
     from kbstudy.headline import dtype_status, load_records
     from kbstudy.problems import paper_category

@@ -22,7 +22,7 @@ from kbstudy.problems import scale_source
 from kbstudy.records import EvaluationRecord, RecordStore, ReferenceRecord, load_frames
 from kbstudy.reference import ReferenceSession
 
-from .helpers import REPO, cpu_config, records_by_config, torch_candidate
+from .helpers import REPO, cpu_config, torch_candidate
 
 SCALE = 1 / 64
 KL, MATVEC, RELU = "98_KLDivLoss.py", "4_Matrix_vector_multiplication_.py", "19_ReLU.py"

@@ -17,7 +17,7 @@ from kbstudy.evaluate import evaluate_batch
 from kbstudy.problems import make_problem
 from kbstudy.records import RecordStore
 
-from .helpers import cpu_config, records_by_config
+from .helpers import cpu_config
 
 _DEGENERATE = '''
 import torch
