@@ -440,7 +440,7 @@ def test_reference_cache_makes_room_before_building_a_trial(session_factory, mon
     the old entry is evicted *before* the next trial and its float64 copies are built, so the process never holds two,
     while a cache with room for several keeps as many as before (ReLU at 1/100 size, KernelBench trials 0-2)."""
     session, _ = session_factory(1, 19, "fp32", 0.01)  # ReLU
-    session.trial_seeds = [42, 43, 44]
+    session.trial_seeds = [42, 43, 44, 45]
     built_beside: list[int] = []
     make_inputs = session._make_inputs
 
@@ -458,3 +458,5 @@ def test_reference_cache_makes_room_before_building_a_trial(session_factory, mon
     for t in range(3):
         session.trial(t)
     assert list(session.cache) == [0, 1, 2] and built_beside[-1] == 2 * entry
+    session.trial(3)  # full: the oldest goes before the build, and three stay
+    assert list(session.cache) == [1, 2, 3] and built_beside[-1] == 2 * entry
