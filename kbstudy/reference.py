@@ -213,8 +213,10 @@ class ReferenceSession:
         """Evict before building a new trial, not only after: at full size one entry can be as large as the whole
         cache (45_Average_Pooling_2D's fp32 input is 16 GiB), and keeping the old entry while the new one and its
         float64 copies (32 GiB more) are built took this process to 64 GiB beside a worker of as much, more than the
-        H200's 140 GB (session 12). The steady state is unchanged: room is made for one entry the size of the largest
-        cached one, which is what :meth:`_evict` would otherwise free after the build."""
+        H200's 140 GB (session 12). Room is made for one entry the size of the largest cached one, which is what
+        :meth:`_evict` would otherwise free after the build: with entries of one size (one problem's trials) the cache
+        keeps as many as before; with unequal ones it may keep one fewer (an evicted trial is rebuilt from its seed,
+        bit-identical, so only time is lost)."""
         if not self.cache:
             return
         incoming = max(self._entry_bytes(e) for e in self.cache.values())

@@ -438,7 +438,7 @@ def test_set_seed_is_what_the_timing_pool_uses():
 def test_reference_cache_makes_room_before_building_a_trial(session_factory, monkeypatch):
     """A full-size input set can be as large as the reference's whole cache (45_Average_Pooling_2D: 16 GiB at fp32):
     the old entry is evicted *before* the next trial and its float64 copies are built, so the process never holds two,
-    while a cache with room for several keeps as many as before (ReLU at 1/100 size, KernelBench trials 0-2)."""
+    while a cache with room for several keeps as many as before (ReLU at 1/100 size, four fixed-seed trials)."""
     session, _ = session_factory(1, 19, "fp32", 0.01)  # ReLU
     session.trial_seeds = [42, 43, 44, 45]
     built_beside: list[int] = []
