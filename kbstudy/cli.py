@@ -308,8 +308,9 @@ def calibration_report_command(
             typer.echo(f"{folder}: no null-candidate records (a calibration folder holds null:<kind> records)")
             continue
         print_calibration(findings, str(folder))
-        violations += int(findings["violation"].sum())
-        typer.echo(f"{folder}: {int(findings['violation'].sum())} violations, {int(findings['excused'].sum())} "
+        folder_violations = int(findings["violation"].sum())
+        violations += folder_violations
+        typer.echo(f"{folder}: {folder_violations} violations, {int(findings['excused'].sum())} "
                    f"excused, {int((findings['outcome'] != 'evaluated').sum())} null records not evaluated")
     _fail_on_violations(violations)
     typer.echo("PASS: no violation of the calibration rule")
