@@ -20,7 +20,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: the repository's kbstudy
 
 
 def host_us_per_call(forward, inputs, calls: int, repeats: int, sync) -> float:

@@ -1,0 +1,157 @@
+"""Where a timed call's time goes, for our DLRM-Bench kernels on a GPU: host, cold cache, or the kernels' own work.
+
+The study times a candidate per call (``kbstudy.timing``): flush the L2, synchronise, record the start event on an
+idle GPU, call, record the end event, synchronise. Such a time exceeds the kernels' device time (``top_kernels`` in
+the records: one profiled call, warm, after one warm-up) by what notebook 4 calls the *gap*. This script splits the
+gap in two by timing each forward three ways on the same inputs, ``--reps`` calls each, medians in us:
+
+* ``per_call``: exactly the study's method (above);
+* ``cold_device``: the same flush, then ``torch.cuda._sleep`` (a spin kernel, ``--sleep-us`` long) enqueued *before*
+  the start event, so that the host enqueues the forward's launches while the GPU is still spinning: the events then
+  see the kernels back to back with a cold L2 and none of the host's time (a call whose host work outlasts the spin is
+  counted in ``host_overran``, over both device-bound ways; its sample still counts, but then includes host time);
+* ``warm_device``: the same with no flush (what the profiled device time measures, with events instead of CUPTI).
+
+``host = per_call - cold_device`` is what the host adds to a timed call (Python, launches, allocations, a host sync
+inside the forward); ``cold_cache = cold_device - warm_device`` is what the flushed L2 costs the kernels (inputs that
+the warm call found in L2, the write-back of the flush's dirty lines). GPU only (``torch.cuda._sleep`` is PyTorch's
+own test helper; there is no spin kernel on a CPU). Example, on the GPU machine::
+
+    python3 scripts/bench_dlrm_gap.py --out $OUT/gap.csv
+    python3 scripts/bench_dlrm_gap.py --problems 4 5 --candidates .device/dlrm-variants-final/kbstudy-triton-s12
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: the repository's kbstudy
+
+#: the columns of :func:`split_gap`'s row, in order
+GAP_COLUMNS = ("per_call_us", "cold_device_us", "warm_device_us", "host_us", "cold_cache_us", "host_overran")
+
+
+def split_gap(per_call_us: list[float], cold_device_us: list[float], warm_device_us: list[float],
+              host_overran: int = 0) -> dict:
+    """The medians of the three timings (us) and the two shares of the gap: ``host_us = per_call - cold_device``,
+    ``cold_cache_us = cold_device - warm_device`` (either may be slightly negative: medians of noisy samples).
+
+    Raises ``ValueError`` if a list is empty."""
+    if not per_call_us or not cold_device_us or not warm_device_us:
+        raise ValueError("each timing needs at least one sample")
+    p, c, w = (statistics.median(x) for x in (per_call_us, cold_device_us, warm_device_us))
+    return dict(zip(GAP_COLUMNS, (p, c, w, p - c, c - w, int(host_overran))))
+
+
+def _spin_cycles_per_us(device: str) -> float:
+    """``torch.cuda._sleep`` cycles per us on ``device``, measured (a 10^6-cycle spin timed with events, fastest of
+    three), so the spin's length does not depend on a clock rate that the driver may change."""
+    import torch
+
+    best = float("inf")
+    for _ in range(3):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        torch.cuda._sleep(1_000_000)
+        e.record()
+        torch.cuda.synchronize(device)
+        best = min(best, s.elapsed_time(e) * 1e3)
+    return 1_000_000 / best
+
+
+def time_three_ways(fn, *, device: str, reps: int, sleep_us: float, flush) -> dict:
+    """``fn`` timed ``reps`` times each way (module docstring) on ``device`` (CUDA); ``flush`` is a tensor whose
+    ``zero_()`` clears the L2 (``kbstudy.timing._flush_buffer``). Returns :func:`split_gap`'s row."""
+    import torch
+
+    stream = torch.cuda.current_stream(device)
+    cycles = int(sleep_us * _spin_cycles_per_us(device))
+    per_call, cold, warm, overran = [], [], [], 0
+    for _ in range(3):  # warm-up (autotuning, compilation, caches)
+        fn()
+    torch.cuda.synchronize(device)
+    for _ in range(reps):
+        for mode in ("per_call", "cold", "warm"):
+            if mode != "warm":
+                flush.zero_()
+            torch.cuda.synchronize(device)
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            sleep_end = torch.cuda.Event(enable_timing=True) if mode != "per_call" else None
+            if mode != "per_call":
+                t0 = time.perf_counter()
+                torch.cuda._sleep(cycles)
+                sleep_end.record(stream)
+            s.record(stream)
+            out = fn()
+            e.record(stream)
+            host_s = time.perf_counter() - t0 if mode != "per_call" else 0.0
+            torch.cuda.synchronize(device)
+            us = s.elapsed_time(e) * 1e3
+            if mode == "per_call":
+                per_call.append(us)
+            else:
+                (cold if mode == "cold" else warm).append(us)
+                # the spin must outlast the host's enqueueing, or the events saw host time after all
+                if host_s * 1e6 > sleep_us:
+                    overran += 1
+            del out
+    return split_gap(per_call, cold, warm, overran)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--problems", type=int, nargs="*", help="problem ids (default: all twelve)")
+    parser.add_argument("--candidates", help="a folder of level_5_problem_{id}_sample_0_kernel.py files to use "
+                        "instead of the shipped kernels (problems without a file there are skipped)")
+    parser.add_argument("--reps", type=int, default=30, help="calls per way (default 30)")
+    parser.add_argument("--sleep-us", type=float, default=1500.0,
+                        help="the spin before a device-bound call, us (default 1500; above any forward's host time)")
+    parser.add_argument("--out", help="also write the table as CSV here")
+    args = parser.parse_args()
+
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("bench_dlrm_gap.py needs a CUDA GPU (it times with CUDA events and a spin kernel)")
+    from kbstudy.candidates import load_candidates
+    from kbstudy.dlrm_bench import exec_source, load_dlrm_candidates, load_dlrm_problems
+    from kbstudy.timing import _flush_buffer
+
+    device = "cuda"
+    cands = ({c.problem_id: c for c in load_candidates(args.candidates, model_config=Path(args.candidates).name)}
+             if args.candidates else {c.problem_id: c for c in load_dlrm_candidates()})
+    torch.set_grad_enabled(False)
+    flush = _flush_buffer(device)
+    label = Path(args.candidates).name if args.candidates else "kbstudy-triton"
+    header = ("problem_id", "problem", "model_config") + GAP_COLUMNS
+    rows = []
+    print(f"{args.reps} calls per way, spin {args.sleep_us:g} us; medians in us")
+    print(" ".join(f"{h:>14}" for h in header))
+    for problem in load_dlrm_problems(1.0):
+        pid = problem.problem_id
+        if (args.problems and pid not in args.problems) or pid not in cands:
+            continue
+        ns = exec_source(problem.source, problem.name)
+        cn = exec_source(cands[pid].source, f"cand_gap_{pid}")
+        with torch.device(device):
+            torch.manual_seed(42)
+            model = cn["ModelNew"](*ns["get_init_inputs"]())
+            inputs = ns["get_inputs"]()
+        row = time_three_ways(lambda: model(*inputs), device=device, reps=args.reps, sleep_us=args.sleep_us,
+                              flush=flush)
+        rows.append((pid, problem.name, label) + tuple(row[c] for c in GAP_COLUMNS))
+        print(" ".join(f"{v:>14.1f}" if isinstance(v, float) else f"{v!s:>14}" for v in rows[-1]), flush=True)
+        del model, inputs
+        torch.cuda.empty_cache()
+    if args.out:
+        import pandas as pd
+
+        pd.DataFrame(rows, columns=header).to_csv(args.out, index=False)
+
+
+if __name__ == "__main__":
+    main()
