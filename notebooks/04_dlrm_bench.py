@@ -26,15 +26,16 @@
 # and writes the floors to `floors.jsonl` beside `machine.json`; this notebook only reads them. Each problem is
 # evaluated at the precision it is written in: bf16 for 10 and 11, fp32 for the others.
 #
-# **H200 parameters.** `outputs/records/h200-dlrm-s12` (session 12, a single-GPU host, nothing else running during
-# the run): the twelve kernel files as shipped, whose lean launch (after the first launch of each specialisation the
-# compiled Triton kernel is launched directly, commit `0b38395`) keys its cache on the current device since a review
-# after session 7 (`85e4ac0`: one `get_current_device()` call per launch); kernel 3 also reads its 26 tables from the
-# modules' parameter dicts (`c6c7a5a`). No variants. `previous_records_dir` is `h200-dlrm-s7` (session 7, a quiet
-# single-GPU host): the same kernels before those two changes, so no kernel file is in both runs and that comparison
-# has no band of its own. `repeat_records_dir` is `h200-dlrm-s12-p11`: the same files of problems 10 and 11 only,
-# rerun on the same machine about 30 s after this run ended (problem 11 lost to eager here), so its band covers those
-# two problems and says what a rerun within a minute moves. Each folder's README says how it was made.
+# **H200 parameters.** `outputs/records/h200-dlrm-s13` (session 13, a single-GPU host, nothing else running during
+# the run): the twelve kernel files of commit `0a0ccaa`, in which kernels 2, 4, 5, 9 and 12 are new (chosen from the
+# variants of `outputs/records/h200-dlrm-s13-variants` by device time), with session 12's files of those five problems
+# beside them as the variant `kbstudy-triton-s12` (same run, same eager timing). **Kernel 5 was reverted after this
+# run**: its session-13 file cut the device time (289 against 358 us) but was slower per call than session 12's in
+# this run and in the rerun, so the shipped kernel 5 is this folder's `kbstudy-triton-s12` record, and this run's
+# `kbstudy-triton` record of problem 5 is the reverted file. `previous_records_dir` is `h200-dlrm-s12` (session 12's
+# run of the former files); `repeat_records_dir` is `h200-dlrm-s13-rerun`, the five changed problems run again on a
+# fresh machine about 4 minutes later with the same files and variants (and a zero-fill experiment for kernel 4), so
+# its band says what a rerun moves. Each folder's README says how it was made.
 #
 # **Preliminary records.** A folder written by the benchmark's former runner (layout `preliminary`, e.g.
 # `outputs/records/h200-dlrm-gpu-run`, kept for comparison) has no verdicts: its
