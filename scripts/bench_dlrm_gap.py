@@ -14,7 +14,9 @@ gap in two by timing each forward three ways on the same inputs, ``--reps`` call
 
 ``host = per_call - cold_device`` is what the host adds to a timed call (Python, launches, allocations, a host sync
 inside the forward); ``cold_cache = cold_device - warm_device`` is what the flushed L2 costs the kernels (inputs that
-the warm call found in L2, the write-back of the flush's dirty lines). GPU only (``torch.cuda._sleep`` is PyTorch's
+the warm call found in L2, the write-back of the flush's dirty lines); ``enqueue`` is the wall time of the forward
+call itself in the per-call way, so ``host - enqueue`` is what remains between the host's submission and the GPU's
+work on an idle GPU. GPU only (``torch.cuda._sleep`` is PyTorch's
 own test helper; there is no spin kernel on a CPU). Example, on the GPU machine::
 
     python3 scripts/bench_dlrm_gap.py --out $OUT/gap.csv
@@ -32,19 +34,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: the repository's kbstudy
 
 #: the columns of :func:`split_gap`'s row, in order
-GAP_COLUMNS = ("per_call_us", "cold_device_us", "warm_device_us", "host_us", "cold_cache_us", "host_overran")
+GAP_COLUMNS = ("per_call_us", "cold_device_us", "warm_device_us", "host_us", "cold_cache_us", "enqueue_us",
+               "host_overran")
 
 
 def split_gap(per_call_us: list[float], cold_device_us: list[float], warm_device_us: list[float],
-              host_overran: int = 0) -> dict:
+              enqueue_us: list[float] | None = None, host_overran: int = 0) -> dict:
     """The medians of the three timings (us) and the two shares of the gap: ``host_us = per_call - cold_device``,
-    ``cold_cache_us = cold_device - warm_device`` (either may be slightly negative: medians of noisy samples).
+    ``cold_cache_us = cold_device - warm_device`` (either may be slightly negative: medians of noisy samples);
+    ``enqueue_us``, the median wall time of the forward call itself in the per-call way (the host's Python and
+    launches until the call returns; ``nan`` if not given): a ``host_us`` well above it is time the GPU takes to start
+    work submitted to it while idle, not the host's.
 
     Raises ``ValueError`` if a list is empty."""
     if not per_call_us or not cold_device_us or not warm_device_us:
         raise ValueError("each timing needs at least one sample")
     p, c, w = (statistics.median(x) for x in (per_call_us, cold_device_us, warm_device_us))
-    return dict(zip(GAP_COLUMNS, (p, c, w, p - c, c - w, int(host_overran))))
+    q = statistics.median(enqueue_us) if enqueue_us else float("nan")
+    return dict(zip(GAP_COLUMNS, (p, c, w, p - c, c - w, q, int(host_overran))))
 
 
 def _spin_cycles_per_us(device: str) -> float:
@@ -70,7 +77,7 @@ def time_three_ways(fn, *, device: str, reps: int, sleep_us: float, flush) -> di
 
     stream = torch.cuda.current_stream(device)
     cycles = int(sleep_us * _spin_cycles_per_us(device))
-    per_call, cold, warm, overran = [], [], [], 0
+    per_call, cold, warm, enqueue, overran = [], [], [], [], 0
     for _ in range(3):  # warm-up (autotuning, compilation, caches)
         fn()
     torch.cuda.synchronize(device)
@@ -86,7 +93,10 @@ def time_three_ways(fn, *, device: str, reps: int, sleep_us: float, flush) -> di
                 torch.cuda._sleep(cycles)
                 sleep_end.record(stream)
             s.record(stream)
+            t1 = time.perf_counter()
             out = fn()
+            if mode == "per_call":
+                enqueue.append((time.perf_counter() - t1) * 1e6)
             e.record(stream)
             host_s = time.perf_counter() - t0 if mode != "per_call" else 0.0
             torch.cuda.synchronize(device)
@@ -99,7 +109,7 @@ def time_three_ways(fn, *, device: str, reps: int, sleep_us: float, flush) -> di
                 if host_s * 1e6 > sleep_us:
                     overran += 1
             del out
-    return split_gap(per_call, cold, warm, overran)
+    return split_gap(per_call, cold, warm, enqueue, overran)
 
 
 def main() -> None:
