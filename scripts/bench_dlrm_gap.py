@@ -5,7 +5,8 @@ idle GPU, call, record the end event, synchronise. Such a time exceeds the kerne
 the records: one profiled call, warm, after one warm-up) by what notebook 4 calls the *gap*. This script splits the
 gap in two by timing each forward three ways on the same inputs, ``--reps`` calls each, medians in us:
 
-* ``per_call``: exactly the study's method (above);
+* ``per_call``: the study's timed-call sequence (above), on one input set in this process (the study cycles a pool
+  of input sets in a worker process, so this script's times are not a run's: it shows what a gap is made of);
 * ``cold_device``: the same flush, then ``torch.cuda._sleep`` (a spin kernel, ``--sleep-us`` long) enqueued *before*
   the start event, so that the host enqueues the forward's launches while the GPU is still spinning: the events then
   see the kernels back to back with a cold L2 and none of the host's time (a call whose host work outlasts the spin is
