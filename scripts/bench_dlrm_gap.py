@@ -71,9 +71,34 @@ def _spin_cycles_per_us(device: str) -> float:
     return 1_000_000 / best
 
 
+def _timed_call(fn, *, device: str, stream, flush, spin_cycles: int) -> tuple[float, float, float]:
+    """One call of ``fn`` between two CUDA events: the L2 flushed first if ``flush`` is given, then (if
+    ``spin_cycles``) a spin kernel enqueued before the start event. Returns ``(event us, the forward call's own host
+    us, host us from before the spin to after the end event's record)``."""
+    import torch
+
+    if flush is not None:
+        flush.zero_()
+    torch.cuda.synchronize(device)
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    if spin_cycles:
+        torch.cuda._sleep(spin_cycles)
+    s.record(stream)
+    t1 = time.perf_counter()
+    out = fn()
+    t2 = time.perf_counter()
+    e.record(stream)
+    t3 = time.perf_counter()
+    torch.cuda.synchronize(device)
+    del out
+    return s.elapsed_time(e) * 1e3, (t2 - t1) * 1e6, (t3 - t0) * 1e6
+
+
 def time_three_ways(fn, *, device: str, reps: int, sleep_us: float, flush) -> dict:
-    """``fn`` timed ``reps`` times each way (module docstring) on ``device`` (CUDA); ``flush`` is a tensor whose
-    ``zero_()`` clears the L2 (``kbstudy.timing._flush_buffer``). Returns :func:`split_gap`'s row."""
+    """``fn`` timed ``reps`` times each way (module docstring) on ``device`` (CUDA), the three ways interleaved;
+    ``flush`` is a tensor whose ``zero_()`` clears the L2 (``kbstudy.timing._flush_buffer``). Returns
+    :func:`split_gap`'s row."""
     import torch
 
     stream = torch.cuda.current_stream(device)
@@ -83,33 +108,13 @@ def time_three_ways(fn, *, device: str, reps: int, sleep_us: float, flush) -> di
         fn()
     torch.cuda.synchronize(device)
     for _ in range(reps):
-        for mode in ("per_call", "cold", "warm"):
-            if mode != "warm":
-                flush.zero_()
-            torch.cuda.synchronize(device)
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            sleep_end = torch.cuda.Event(enable_timing=True) if mode != "per_call" else None
-            if mode != "per_call":
-                t0 = time.perf_counter()
-                torch.cuda._sleep(cycles)
-                sleep_end.record(stream)
-            s.record(stream)
-            t1 = time.perf_counter()
-            out = fn()
-            if mode == "per_call":
-                enqueue.append((time.perf_counter() - t1) * 1e6)
-            e.record(stream)
-            host_s = time.perf_counter() - t0 if mode != "per_call" else 0.0
-            torch.cuda.synchronize(device)
-            us = s.elapsed_time(e) * 1e3
-            if mode == "per_call":
-                per_call.append(us)
-            else:
-                (cold if mode == "cold" else warm).append(us)
-                # the spin must outlast the host's enqueueing, or the events saw host time after all
-                if host_s * 1e6 > sleep_us:
-                    overran += 1
-            del out
+        us, call_us, _ = _timed_call(fn, device=device, stream=stream, flush=flush, spin_cycles=0)
+        per_call.append(us)
+        enqueue.append(call_us)
+        for samples, flush_first in ((cold, flush), (warm, None)):
+            us, _, host_us = _timed_call(fn, device=device, stream=stream, flush=flush_first, spin_cycles=cycles)
+            samples.append(us)
+            overran += host_us > sleep_us  # the spin must outlast the host's enqueueing, or the events saw host time
     return split_gap(per_call, cold, warm, enqueue, overran)
 
 
