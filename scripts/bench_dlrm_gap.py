@@ -134,7 +134,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("bench_dlrm_gap.py needs a CUDA GPU (it times with CUDA events and a spin kernel)")
     from kbstudy.candidates import load_candidates
-    from kbstudy.dlrm_bench import exec_source, load_dlrm_candidates, load_dlrm_problems
+    from kbstudy.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
     from kbstudy.timing import _flush_buffer
 
     device = "cuda"
@@ -151,12 +151,7 @@ def main() -> None:
         pid = problem.problem_id
         if (args.problems and pid not in args.problems) or pid not in cands:
             continue
-        ns = exec_source(problem.source, problem.name)
-        cn = exec_source(cands[pid].source, f"cand_gap_{pid}")
-        with torch.device(device):
-            torch.manual_seed(42)
-            model = cn["ModelNew"](*ns["get_init_inputs"]())
-            inputs = ns["get_inputs"]()
+        _, model, inputs = instantiate(problem, cands[pid].source, device)
         row = time_three_ways(lambda: model(*inputs), device=device, reps=args.reps, sleep_us=args.sleep_us,
                               flush=flush)
         rows.append((pid, problem.name, label) + tuple(row[c] for c in GAP_COLUMNS))

@@ -53,7 +53,7 @@ def main() -> None:
 
     import torch
 
-    from kbstudy.dlrm_bench import exec_source, load_dlrm_candidates, load_dlrm_problems
+    from kbstudy.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
 
     scale = args.size_scale if args.size_scale is not None else (1 / 512 if args.device == "cpu" else 1.0)
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)
@@ -65,17 +65,12 @@ def main() -> None:
     for problem in load_dlrm_problems(scale):
         if args.problems and problem.problem_id not in args.problems:
             continue
-        ns = exec_source(problem.source, problem.name)
-        cn = exec_source(candidates[problem.problem_id].source, f"cand_{problem.problem_id}")
+        cn, model, inputs = instantiate(problem, candidates[problem.problem_id].source, args.device)
         launches = [0]
         if args.device == "cpu":
             def counted(*a, **k):
                 launches[0] += 1
             cn["_launch"] = counted  # the forward looks its module-level _launch up at call time
-        with torch.device(args.device):
-            torch.manual_seed(42)
-            model = cn["ModelNew"](*ns["get_init_inputs"]())
-            inputs = ns["get_inputs"]()
         us = host_us_per_call(model, inputs, args.calls, args.repeats, sync)
         per_call = launches[0] / (2 + args.calls * args.repeats) if args.device == "cpu" else float("nan")
         print(f"{problem.problem_id:>3} {problem.name:<40} {us:>12.1f} {per_call:>9.0f}")

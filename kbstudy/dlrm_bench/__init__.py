@@ -80,6 +80,21 @@ def load_dlrm_candidates():
     return load_candidates(KERNELS_DIR, model_config=MODEL_CONFIG)
 
 
+def instantiate(problem: Problem, candidate_source: str, device: str, seed: int = 42) -> tuple[dict, object, list]:
+    """A candidate's module on ``problem``, as the benchmarks build it: ``(candidate namespace, ModelNew(*init inputs),
+    inputs)``, the model and the inputs built on ``device`` (``"cpu"`` or ``"cuda"``) after ``torch.manual_seed(seed)``.
+    The namespace is returned so a caller can patch what ``ModelNew.forward`` looks up at call time (``_launch``)."""
+    import torch
+
+    ns = exec_source(problem.source, problem.name)
+    cn = exec_source(candidate_source, f"cand_{problem.problem_id}")
+    with torch.device(device):
+        torch.manual_seed(seed)
+        model = cn["ModelNew"](*ns["get_init_inputs"]())
+        inputs = ns["get_inputs"]()
+    return cn, model, inputs
+
+
 def exec_source(source: str, name: str) -> dict:
     """Execute a problem or candidate source in a fresh namespace and return it (``Model``/``ModelNew``, ``get_inputs``,
     module constants). The source is compiled with ``name`` as its file name so tracebacks point at it.
