@@ -129,6 +129,9 @@ class EvalConfig:
     timing_pool_bytes: int = 1 << 30
     # GPU only: profile one call of each timed candidate for custom_kernel_share (kbstudy.kernel_share)
     profile_candidates: bool = True
+    # GPU only: after the timed calls, each timed candidate's device time (kbstudy.timing.time_device: cold L2, the
+    # host's enqueueing hidden behind a spin), the measure a kernel is compared with its floor by
+    device_time: bool = True
     # at a precision other than fp32, record a CUDA candidate whose static dtype scan finds it hard-coded to float32
     # (kbstudy.candidates.scan_dtype_support) as skipped, reason float32_only, instead of running it to a dtype error
     skip_float32_only: bool = False
@@ -645,7 +648,8 @@ def _run_candidate(pool: ChildPool, ref: _Reference, candidate: Candidate, cfg: 
 def _time_candidate(child: Child, ref: _Reference, cfg: EvalConfig, device: str, fields: dict) -> None:
     """Time a candidate over the reference's timing pool, have its sampled timed outputs judged, and fill
     ``fields``: ``timing_samples`` (popped by :func:`_write`), ``timing_pool_size``, ``timing_output_ok``,
-    ``candidate_host_ms`` and ``timing_discrepancy`` (GPU), and the ``timing_output_mismatch`` verdict. A failure
+    ``candidate_host_ms``, ``timing_discrepancy`` and the ``candidate_device_ms_*`` fields (GPU), and the
+    ``timing_output_mismatch`` verdict. A failure
     while timing keeps the verdicts and records the outcome (as before the pool existed)."""
     import statistics
 
@@ -653,7 +657,7 @@ def _time_candidate(child: Child, ref: _Reference, cfg: EvalConfig, device: str,
 
     pool = _reference_inputs(ref, "timing_pool", cfg)
     on_gpu = device.startswith("cuda")
-    child.send({"op": "time", "timing": cfg.timing, "host_check": on_gpu})
+    child.send({"op": "time", "timing": cfg.timing, "host_check": on_gpu, "device_time": on_gpu and cfg.device_time})
     child.send_bytes(pool)
     del pool
     reply = child.recv(cfg.run_timeout_s)
@@ -673,6 +677,11 @@ def _time_candidate(child: Child, ref: _Reference, cfg: EvalConfig, device: str,
         fields["timing_discrepancy"] = timing.timing_discrepancy(statistics.median(reply["samples"]),
                                                                  reply["host_ms"])
         fields["metadata"]["host_check_calls"] = reply["host_calls"]
+    if reply.get("device_samples"):
+        fields.update(device_time_fields(reply["device_samples"]))
+        fields["metadata"]["device_time"] = {"calls": len(reply["device_samples"]),
+                                             "host_overran": reply["device_host_overran"],
+                                             "spin_us": reply["device_spin_us"]}
     try:
         # the check the candidate's verdict rests on: kbstudy's if it passed kbstudy's verdict, else KernelBench's
         check_name = "kbstudy" if fields.get("kbstudy_correct") else "kernelbench"
@@ -784,6 +793,17 @@ def _reference_inputs(ref: _Reference, trial, cfg: EvalConfig) -> bytes:
     if error is not None:
         raise ReferenceFailure(error["error"])
     return payload
+
+
+def device_time_fields(samples: list[float]) -> dict:
+    """The record fields of a device-time measurement (``kbstudy.timing.time_device``; samples in ms):
+    ``candidate_device_ms_median``, ``_q1``, ``_q3`` and ``candidate_device_ms_samples``. Raises ``ValueError`` on an
+    empty list."""
+    from kbstudy.timing import summarize
+
+    stats = summarize(samples)
+    return {"candidate_device_ms_median": stats.median, "candidate_device_ms_q1": stats.q1,
+            "candidate_device_ms_q3": stats.q3, "candidate_device_ms_samples": [float(x) for x in samples]}
 
 
 def _timing_fields(samples: list[float] | None, prefix: str) -> dict:

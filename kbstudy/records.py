@@ -137,6 +137,11 @@ class EvaluationRecord:
     timing_output_ok: bool | None = None
     candidate_host_ms: float | None = None
     timing_discrepancy: bool | None = None
+    # device time (GPU; kbstudy.timing.time_device): cold L2, the host's enqueueing hidden, ms
+    candidate_device_ms_median: float | None = None
+    candidate_device_ms_q1: float | None = None
+    candidate_device_ms_q3: float | None = None
+    candidate_device_ms_samples: list | None = None
     # reference timings (ms), copied from the ReferenceRecord they were measured in
     eager_ms_median: float | None = None
     eager_ms_q1: float | None = None

@@ -37,6 +37,19 @@ back-to-back calls on the last input set are timed with ``time.perf_counter`` be
 ``torch.cuda.synchronize()`` (which waits for every stream); the per-call time of the fastest block is compared with
 the event median.
 
+**Device time** (GPU only; :func:`time_device`). A timed call above holds the host's work until the kernels are
+enqueued (Python, argument handling, every launch), because its start event is recorded on an idle GPU; that is the
+study's per-call measure, as in KernelBench, and what a speedup compares. A floor (``kbstudy.dlrm_bench.roofline``)
+bounds the *device's* work, so a kernel is compared with its floor by its device time: the L2 is flushed as above,
+then a spin kernel (``torch.cuda._sleep``, PyTorch's own test helper) is enqueued *before* the start event, so the host
+enqueues the call's launches while the GPU is still spinning, and the events see the call's kernels with a cold L2 and
+none of the host's time. What it keeps: each launch's GPU-side start-up, idle time between the call's kernels, and
+any host synchronisation inside the call (the GPU idles until the host sends the rest). This is the method of
+``triton.testing.do_bench`` (L2 flushed, the host's enqueueing overlapped with the flush) made strict: a spin sized
+to outlast the host, checked per call (``host_overran`` counts calls whose host work outlasted it; their samples
+include host time). Nsight Compute's default ``--cache-control all`` also flushes caches before each measured kernel.
+Medians and quartiles over :data:`DEVICE_TIME_REPS` calls on the last timing input set.
+
 **Significance of a speedup** (:func:`speedup_interval`): a two-sample percentile bootstrap of the ratio of medians
 (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13 (percentile intervals) and ch. 8 (two-sample
 problems)): each sample set is resampled with replacement, independently, ``SPEEDUP_BOOTSTRAP_RESAMPLES`` times;
@@ -83,6 +96,15 @@ HOST_BLOCK_CALLS = 10
 #: when the visible part is nearly nothing.
 DISCREPANCY_RATIO = 1.5
 DISCREPANCY_ABS_MS = 0.02
+
+#: Device time (:func:`time_device`): timed calls (fewer for a slow call: as many as fit ``DEVICE_TIME_BUDGET_MS``
+#: of work, at least ``DEVICE_TIME_MIN_REPS``) and the spin before each, in us. 2 ms outlasts every forward's host
+#: time measured on the H200 (at most ~450 us, DLRM-Bench kernel 5 with its host synchronisation:
+#: ``outputs/records/h200-dlrm-s13/gap``), and costs 20 x 2 ms = 40 ms of GPU time per candidate.
+DEVICE_TIME_REPS = 20
+DEVICE_TIME_MIN_REPS = 5
+DEVICE_TIME_BUDGET_MS = 500.0
+DEVICE_SPIN_US = 2000.0
 
 #: Significance of a speedup (:func:`speedup_interval`): confidence, resamples, generator seed, and the fewest timed
 #: calls per side for the test to be made (below it the percentile interval of a median is meaningless).
@@ -168,7 +190,8 @@ def summarize(samples_ms: list[float]) -> TimingStats:
                        ci_high=xs[hi], n=n)
 
 
-def _flush_buffer(device):
+def flush_buffer(device):
+    """A CUDA tensor whose ``zero_()`` evicts the L2: max(:data:`MIN_FLUSH_BYTES`, 2 x the device's L2 size) bytes."""
     import torch
 
     props = torch.cuda.get_device_properties(device)
@@ -222,7 +245,8 @@ class PoolTiming:
     host-synchronised block, ms (GPU with ``host_check``; else ``None``), over ``host_calls`` calls in all.
     ``checked``: ``(entry, timed call index, outputs)`` for the first and last timed call of each entry (outputs as a
     flat list, tensors cloned after the timed region; empty unless ``keep_outputs``). ``inputs``: the input buffers
-    as the last call saw them (for a later profiled call).
+    as the last call saw them (for a later profiled call). ``device``: the :func:`time_device` measurement on the last
+    input set (GPU with ``device_time``; else ``None``).
     """
 
     samples: list[float]
@@ -231,10 +255,12 @@ class PoolTiming:
     host_calls: int = 0
     checked: list = dataclasses.field(default_factory=list)
     inputs: list | None = None
+    device: "DeviceTiming | None" = None
 
 
 def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds: list[int] | None = None,
-              keep_outputs: bool = False, host_check: bool = False, warmup_ms: float = 25.0, min_warmup: int = 3,
+              keep_outputs: bool = False, host_check: bool = False, device_time: bool = False,
+              warmup_ms: float = 25.0, min_warmup: int = 3,
               budget_ms: float = 1000.0, min_reps: int = 10, max_reps: int = 100,
               clear_l2: bool = True, slow_call_ms: float = SLOW_CALL_MS) -> PoolTiming:
     """Time ``fn(*inputs)`` with the inputs of call g taken from ``pool[g % len(pool)]`` (module docstring).
@@ -251,6 +277,8 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
             stay under :data:`CHECK_OUTPUT_BYTES`; past it only the last calls are kept).
         host_check: on a GPU, also time :data:`HOST_BLOCKS` blocks of back-to-back calls on the last input set with a
             device-wide synchronisation around each block (ignored on a CPU, where every call is synchronous).
+        device_time: on a GPU, then measure the call's device time on the last input set (:func:`time_device`,
+            ``clear_l2`` as given; ignored on a CPU, which has no device time apart from the call's).
         warmup_ms, min_warmup, budget_ms, min_reps, max_reps, clear_l2, slow_call_ms: as :func:`time_callable`
             (a slow call's host check uses blocks of one call).
 
@@ -330,7 +358,107 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
             torch.cuda.synchronize(device)
             best = min(best, (time.perf_counter() - t0) * 1e3 / calls)
         result.host_ms, result.host_calls = best, calls * HOST_BLOCKS
+    if device_time and device.startswith("cuda"):
+        result.device = time_device(lambda: fn(*buffers), device=device, clear_l2=clear_l2, warmup=0,
+                                    per_call_ms=statistics.median(samples))
     return result
+
+
+@dataclasses.dataclass
+class DeviceTiming:
+    """What :func:`time_device` measured: ``samples`` (ms, one per call, in call order), ``host_overran`` (calls whose
+    host work, from before the spin to after the end event's record, outlasted the spin: their samples include host
+    time), ``spin_us`` (the spin's intended length)."""
+
+    samples: list[float]
+    host_overran: int
+    spin_us: float
+
+
+def spin_cycles_per_us(device: str) -> float:
+    """``torch.cuda._sleep`` cycles per microsecond on ``device`` (CUDA), measured: a 10^6-cycle spin timed with CUDA
+    events, fastest of three, so a spin's length does not rest on a clock rate the driver may change."""
+    import torch
+
+    best = math.inf
+    for _ in range(3):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        torch.cuda._sleep(1_000_000)
+        e.record()
+        torch.cuda.synchronize(device)
+        best = min(best, s.elapsed_time(e) * 1e3)
+    return 1_000_000 / best
+
+
+def device_timed_call(fn: Callable[[], object], *, device: str, stream, flush, spin_cycles: int
+                      ) -> tuple[float, float, float]:
+    """One call of ``fn`` between two CUDA events on ``stream``: the L2 flushed first if ``flush`` (a tensor from
+    :func:`flush_buffer`) is given, then, if ``spin_cycles``, a spin kernel enqueued before the start event. Returns
+    ``(event ms, the call's own host ms, host ms from before the spin to after the end event's record)``; a host time
+    above the spin's length means the events saw host time."""
+    import torch
+
+    if flush is not None:
+        flush.zero_()
+    torch.cuda.synchronize(device)
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    if spin_cycles:
+        torch.cuda._sleep(spin_cycles)
+    s.record(stream)
+    t1 = time.perf_counter()
+    out = fn()
+    t2 = time.perf_counter()
+    e.record(stream)
+    t3 = time.perf_counter()
+    torch.cuda.synchronize(device)
+    del out
+    return s.elapsed_time(e), (t2 - t1) * 1e3, (t3 - t0) * 1e3
+
+
+def time_device(fn: Callable[[], object], *, device: str, reps: int = DEVICE_TIME_REPS,
+                spin_us: float = DEVICE_SPIN_US, clear_l2: bool = True, warmup: int = 2,
+                per_call_ms: float | None = None, budget_ms: float = DEVICE_TIME_BUDGET_MS) -> DeviceTiming:
+    """The device time of ``fn()`` (module docstring, "Device time"): per call, the L2 flushed (``clear_l2``), a spin
+    of ``spin_us`` enqueued, then the call between CUDA events. Returns a :class:`DeviceTiming` (ms).
+
+    Args:
+        fn: the call, inputs bound; its result is discarded.
+        device: a CUDA device (``"cuda"``, ``"cuda:N"``).
+        reps: timed calls, at most; fewer (at least :data:`DEVICE_TIME_MIN_REPS`) when ``per_call_ms`` says a call
+            takes longer than ``budget_ms / reps``.
+        spin_us: the spin before each call, us; it must outlast the host's enqueueing (``host_overran`` counts the
+            calls where it did not).
+        clear_l2: flush the L2 before each call (cold device time); False: warm.
+        warmup: untimed calls first (0 when the caller has just timed ``fn``).
+        per_call_ms: the caller's per-call estimate, to size ``reps``; ``None``: the first timed call's.
+
+    Raises ``ValueError`` on a CPU device (no spin kernel, no device clock apart from the call's) or for ``reps`` < 1;
+    otherwise whatever ``fn`` raises."""
+    if not device.startswith("cuda"):
+        raise ValueError(f"device time needs a CUDA device, not {device!r}")
+    if reps < 1:
+        raise ValueError(f"reps must be at least 1, not {reps}")
+    import torch
+
+    stream = torch.cuda.current_stream(device)
+    flush = flush_buffer(device) if clear_l2 else None
+    cycles = int(spin_us * spin_cycles_per_us(device))
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize(device)
+    samples: list[float] = []
+    overran = 0
+    while len(samples) < reps:
+        ms, _, host_ms = device_timed_call(fn, device=device, stream=stream, flush=flush, spin_cycles=cycles)
+        samples.append(ms)
+        overran += host_ms * 1e3 > spin_us
+        if len(samples) == 1:
+            reps = _reps_for(per_call_ms if per_call_ms is not None else ms, budget_ms,
+                             min(DEVICE_TIME_MIN_REPS, reps), reps)
+    del flush
+    return DeviceTiming(samples=samples, host_overran=int(overran), spin_us=float(spin_us))
 
 
 def host_block_calls(samples: list[float], slow_call_ms: float = SLOW_CALL_MS) -> int:
@@ -364,7 +492,7 @@ def _loop(fn, *, device, prepare=None, plan=None, observe=None, warmup_ms, min_w
     if cuda:
         import torch
 
-        flush = _flush_buffer(device) if clear_l2 else None
+        flush = flush_buffer(device) if clear_l2 else None
         stream = torch.cuda.current_stream(device)
         torch.cuda.synchronize(device)
         start_evt, end_evt = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

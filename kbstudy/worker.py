@@ -17,9 +17,10 @@ Candidate worker protocol (messages from the orchestrator; replies are dicts, te
    cached GPU blocks above 1 GiB handed back: the reference process shares the GPU). With ``survive`` (the extra trials
    of ``kbstudy.variants``) a Python exception in the call is reported and the worker serves on, so the candidate's
    other verdicts and its timing survive a crash on unusual inputs;
-4. ``{"op": "time", "timing": {...}, "host_check": bool}`` then the bytes of the timing pool (``{"pool": [input
-   sets], "seeds": [...]}``, see ``kbstudy.timing.time_pool``) -> ``{"samples": [ms, ...], "host_ms": float|None,
-   "host_calls": int, "pool_size": int}`` followed by the bytes of ``share({"checked": [(entry, call, outputs),
+4. ``{"op": "time", "timing": {...}, "host_check": bool, "device_time": bool}`` then the bytes of the timing pool
+   (``{"pool": [input sets], "seeds": [...]}``, see ``kbstudy.timing.time_pool``) -> ``{"samples": [ms, ...],
+   "host_ms": float|None, "host_calls": int, "pool_size": int, "device_samples": [ms, ...]|None,
+   "device_host_overran": int|None, "device_spin_us": float|None}`` (device time: ``kbstudy.timing.time_device``) followed by the bytes of ``share({"checked": [(entry, call, outputs),
    ...]})`` (the sampled timed outputs, kept alive until ``{"op": "release"}``), or a failure dict alone;
 5. ``{"op": "profile"}`` (GPU) -> ``{"kernels": [[name, device us], ...]}`` or ``{"profile_error": str}``: one
    profiled call on the last timing inputs (``kbstudy.profiling.capture.profile_steps``, one warm-up call, one traced);
@@ -573,7 +574,7 @@ class CandidateWorker:
     def _time(self, request: dict) -> bool:
         """Time the candidate over the timing pool (protocol step 4): fresh values in the same buffers for every call,
         seeded per pool entry, the outputs of each entry's first and last timed call kept for the reference to check,
-        and on a GPU the host-synchronised cross-check."""
+        and on a GPU the host-synchronised cross-check and, if asked, the device time."""
         import torch
 
         from kbstudy import execution, timing
@@ -583,7 +584,8 @@ class CandidateWorker:
             model = self.model
             result = timing.time_pool(lambda *args: model(*args), shared["pool"], seeds=shared["seeds"],
                                       device=self.device, keep_outputs=True,
-                                      host_check=bool(request.get("host_check")), **request.get("timing", {}))
+                                      host_check=bool(request.get("host_check")),
+                                      device_time=bool(request.get("device_time")), **request.get("timing", {}))
             self.timing_inputs = result.inputs
             del shared
             # plain tensors (a subclass defined by the candidate cannot be unpickled in the reference process)
@@ -594,8 +596,11 @@ class CandidateWorker:
             self.fail(exc, "run")
             return False
         self.timed_outputs = checked
+        dev = result.device
         self.conn.send({"samples": result.samples, "host_ms": result.host_ms, "host_calls": result.host_calls,
-                        "pool_size": result.pool_size})
+                        "pool_size": result.pool_size, "device_samples": dev.samples if dev else None,
+                        "device_host_overran": dev.host_overran if dev else None,
+                        "device_spin_us": dev.spin_us if dev else None})
         self.conn.send_bytes(payload)
         return True
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: the repository's kbstudy
@@ -55,66 +54,28 @@ def split_gap(per_call_us: list[float], cold_device_us: list[float], warm_device
     return dict(zip(GAP_COLUMNS, (p, c, w, p - c, c - w, q, int(host_overran))))
 
 
-def _spin_cycles_per_us(device: str) -> float:
-    """``torch.cuda._sleep`` cycles per us on ``device``, measured (a 10^6-cycle spin timed with events, fastest of
-    three), so the spin's length does not depend on a clock rate that the driver may change."""
-    import torch
-
-    best = float("inf")
-    for _ in range(3):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        torch.cuda._sleep(1_000_000)
-        e.record()
-        torch.cuda.synchronize(device)
-        best = min(best, s.elapsed_time(e) * 1e3)
-    return 1_000_000 / best
-
-
-def _timed_call(fn, *, device: str, stream, flush, spin_cycles: int) -> tuple[float, float, float]:
-    """One call of ``fn`` between two CUDA events: the L2 flushed first if ``flush`` is given, then (if
-    ``spin_cycles``) a spin kernel enqueued before the start event. Returns ``(event us, the forward call's own host
-    us, host us from before the spin to after the end event's record)``."""
-    import torch
-
-    if flush is not None:
-        flush.zero_()
-    torch.cuda.synchronize(device)
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    t0 = time.perf_counter()
-    if spin_cycles:
-        torch.cuda._sleep(spin_cycles)
-    s.record(stream)
-    t1 = time.perf_counter()
-    out = fn()
-    t2 = time.perf_counter()
-    e.record(stream)
-    t3 = time.perf_counter()
-    torch.cuda.synchronize(device)
-    del out
-    return s.elapsed_time(e) * 1e3, (t2 - t1) * 1e6, (t3 - t0) * 1e6
-
-
 def time_three_ways(fn, *, device: str, reps: int, sleep_us: float, flush) -> dict:
     """``fn`` timed ``reps`` times each way (module docstring) on ``device`` (CUDA), the three ways interleaved;
-    ``flush`` is a tensor whose ``zero_()`` clears the L2 (``kbstudy.timing._flush_buffer``). Returns
-    :func:`split_gap`'s row."""
+    ``flush`` is a tensor whose ``zero_()`` clears the L2 (``kbstudy.timing.flush_buffer``); each call goes through
+    ``kbstudy.timing.device_timed_call``. Returns :func:`split_gap`'s row."""
     import torch
 
+    from kbstudy.timing import device_timed_call, spin_cycles_per_us
+
     stream = torch.cuda.current_stream(device)
-    cycles = int(sleep_us * _spin_cycles_per_us(device))
+    cycles = int(sleep_us * spin_cycles_per_us(device))
     per_call, cold, warm, enqueue, overran = [], [], [], [], 0
     for _ in range(3):  # warm-up (autotuning, compilation, caches)
         fn()
     torch.cuda.synchronize(device)
     for _ in range(reps):
-        us, call_us, _ = _timed_call(fn, device=device, stream=stream, flush=flush, spin_cycles=0)
-        per_call.append(us)
-        enqueue.append(call_us)
+        ms, call_ms, _ = device_timed_call(fn, device=device, stream=stream, flush=flush, spin_cycles=0)
+        per_call.append(ms * 1e3)
+        enqueue.append(call_ms * 1e3)
         for samples, flush_first in ((cold, flush), (warm, None)):
-            us, _, host_us = _timed_call(fn, device=device, stream=stream, flush=flush_first, spin_cycles=cycles)
-            samples.append(us)
-            overran += host_us > sleep_us  # the spin must outlast the host's enqueueing, or the events saw host time
+            ms, _, host_ms = device_timed_call(fn, device=device, stream=stream, flush=flush_first, spin_cycles=cycles)
+            samples.append(ms * 1e3)
+            overran += host_ms * 1e3 > sleep_us  # the spin must outlast the host's enqueueing, else events saw host
     return split_gap(per_call, cold, warm, enqueue, overran)
 
 
@@ -135,13 +96,13 @@ def main() -> None:
         sys.exit("bench_dlrm_gap.py needs a CUDA GPU (it times with CUDA events and a spin kernel)")
     from kbstudy.candidates import load_candidates
     from kbstudy.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
-    from kbstudy.timing import _flush_buffer
+    from kbstudy.timing import flush_buffer
 
     device = "cuda"
     cands = ({c.problem_id: c for c in load_candidates(args.candidates, model_config=Path(args.candidates).name)}
              if args.candidates else {c.problem_id: c for c in load_dlrm_candidates()})
     torch.set_grad_enabled(False)
-    flush = _flush_buffer(device)
+    flush = flush_buffer(device)
     label = Path(args.candidates).name if args.candidates else "kbstudy-triton"
     header = ("problem_id", "problem", "model_config") + GAP_COLUMNS
     rows = []

@@ -22,7 +22,9 @@ Three steps, three kinds of files in ``DIR``:
    for both configurations.
 3. ``floors.jsonl`` -- one row per problem: ``problem_id``, ``problem_name``, ``problem_sha256`` (the same hash as the
    evaluation records: the unscaled source), ``size_scale``, ``precision``, compulsory ``bytes`` and ``flops``,
-   ``formula``, ``floor_ms``, ``bound``, ``memory_ms``, ``compute_ms`` and ``machine_key`` (``machine.json``'s key).
+   ``formula``, ``floor_ms``, ``bound``, ``memory_ms``, ``compute_ms`` and ``machine_key`` (``machine.json``'s key);
+   on a GPU also ``copy_ms``, ``copy_q1_ms``, ``copy_q3_ms``: the device time of a copy of the problem's compulsory
+   bytes (:func:`kbstudy.dlrm_bench.roofline.copy_at_size`).
    Problems 2, 7 and 8 have random totals: their floors use the first input set of the timing pool (seed
    ``EvalConfig.seed``, generated on the device, as the reference process does; the pool's other sets, seeds
    ``seed + 1`` ..., are draws of the same distribution, see ``kbstudy.timing.time_pool``).
@@ -60,7 +62,7 @@ def measure_and_floors(device: str, size_scale: float, problem_ids: list[int] | 
 
     from kbstudy import execution
     from kbstudy.dlrm_bench import exec_source, load_dlrm_problems, problem_precision
-    from kbstudy.dlrm_bench.roofline import measure_machine, numeric_constants, problem_floor
+    from kbstudy.dlrm_bench.roofline import copy_at_size, measure_machine, numeric_constants, problem_floor
     from kbstudy.problems import scale_source
 
     from kbstudy.dlrm_bench.roofline import Machine
@@ -81,10 +83,11 @@ def measure_and_floors(device: str, size_scale: float, problem_ids: list[int] | 
         if floor["precision"] != problem_precision(p.problem_id):
             raise AssertionError(f"problem {p.problem_id}: floor precision {floor['precision']} != "
                                  f"{problem_precision(p.problem_id)}")
-        rows.append({"problem_id": p.problem_id, "problem_name": p.name, "problem_version": p.version,
-                     "problem_sha256": p.sha256, "size_scale": size_scale, **floor, "machine_key": key,
-                     "machine_name": machine.name, "device": machine.device})
         del inputs
+        copy = copy_at_size(floor["bytes"], device) if device.startswith("cuda") else {}
+        rows.append({"problem_id": p.problem_id, "problem_name": p.name, "problem_version": p.version,
+                     "problem_sha256": p.sha256, "size_scale": size_scale, **floor, **copy, "machine_key": key,
+                     "machine_name": machine.name, "device": machine.device})
     return {**json.loads(machine.to_json()), "key": key}, rows
 
 

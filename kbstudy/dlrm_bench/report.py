@@ -80,11 +80,17 @@ VARIANT_COLUMNS = ("problem_id", "problem", "model_config", "correct", "variant_
                    "ours_ms", "ours_q1_ms", "ours_q3_ms", "variant_over_ours", "iqr_disjoint",
                    "variant_speedup_vs_eager", "variant_speedup_ci_low", "variant_speedup_ci_high",
                    "ours_speedup_vs_eager", "ours_speedup_ci_low", "ours_speedup_ci_high", "variant_over_floor",
-                   "ours_over_floor", "variant_over_ours_ci_low", "variant_over_ours_ci_high")
+                   "ours_over_floor", "variant_over_ours_ci_low", "variant_over_ours_ci_high",
+                   "variant_device_ms", "ours_device_ms", "variant_over_ours_device",
+                   "variant_over_ours_device_ci_low", "variant_over_ours_device_ci_high")
 #: The columns of :func:`device_time_view`, in order.
 DEVICE_COLUMNS = ("problem_id", "problem", "model_config", "bound", "per_call_ms", "device_ms", "floor_ms",
                   "per_call_over_floor", "device_over_floor", "gap_us", "device_within_target", "target_gap_us",
-                  "n_kernels")
+                  "n_kernels", "device_source", "device_q1_ms", "device_q3_ms", "profiled_ms", "copy_ms",
+                  "copy_over_floor", "device_over_copy")
+#: ``device_source`` values: the record's device time (``kbstudy.timing.time_device``: median of calls with a cold L2
+#: and the host hidden), or, in records made before it existed, the kernels' summed durations of one profiled call
+DEVICE_SOURCES = ("cold", "profiled")
 #: The columns of :func:`kernel_moves`, in order.
 MOVE_COLUMNS = ("problem_id", "problem", "model_config", "same_file", "before_ms", "after_ms", "delta_us",
                 "after_over_before")
@@ -397,6 +403,13 @@ def floor_notes(table: pd.DataFrame, machine: dict) -> list[str]:
     return notes
 
 
+def _cold_device_ms(record) -> float | None:
+    """A record's device time (ms): ``candidate_device_ms_median`` (``kbstudy.timing.time_device``), ``None`` where
+    absent (a CPU run, or a record made before it existed)."""
+    value = record.get("candidate_device_ms_median")
+    return float(value) if isinstance(value, (int, float)) and value == value else None
+
+
 def _device_ms(record) -> float | None:
     """Device time (ms) of a record's one profiled call: the sum of ``metadata["kernel_time_us_by_origin"]`` (every
     kernel of the call, by origin) where recorded, else of ``top_kernels[*]["us"]`` (the five longest kernel names);
@@ -418,13 +431,22 @@ def device_time_view(folder: str | Path, model_config: str = MODEL_CONFIG) -> pd
     * ``per_call_ms``: the record's median per-call time, the study's measure (``kbstudy.timing``: each timed call
       follows an L2 flush and a device synchronisation, so it holds the host's work until the kernels are enqueued,
       every launch and a cold L2);
-    * ``device_ms``: the summed duration of the device kernels of the one call the evaluation profiles
+    * ``device_ms``: the record's *device time* where it has one (``device_source = "cold"``):
+      ``candidate_device_ms_median``, the median over calls with the L2 flushed and the host's enqueueing hidden
+      behind a spin kernel (``kbstudy.timing.time_device``), with ``device_q1_ms``/``device_q3_ms``; it holds the
+      launches' GPU-side start-up and any idle time between the call's kernels, no host time before the first
+      launch. In records made before that measurement existed (``device_source = "profiled"``): ``profiled_ms``;
+    * ``profiled_ms``: the summed duration of the device kernels of the one call the evaluation profiles
       (``torch.profiler``, one warm-up call then one traced call, on the last timing inputs:
       :func:`kbstudy.evaluate._profile_candidate`): ``metadata["kernel_time_us_by_origin"]`` (every kernel), or where
       a record lacks it the five longest kernel names of ``top_kernels``. **Caveat:** it is one call, not a median,
-      and a warm one (no L2 flush before it: the warm-up leaves L2 and TLB state behind), so it can be below what the
-      same kernels take in a timed call; it counts device work only (memsets and copies included), no host time;
+      and a warm one (no L2 flush before it: the warm-up leaves L2 and TLB state behind), and it leaves out the
+      launches' start-up, so it is below the cold device time (by 2-8 us per launch on the H200, session 13's
+      ``scripts/bench_dlrm_gap.py``); it counts device work only (memsets and copies included), no host time;
     * ``floor_ms``, ``bound`` from ``floors.jsonl``; ``per_call_over_floor``, ``device_over_floor``;
+    * ``copy_ms`` from ``floors.jsonl`` where measured (GPU runs from session 14 on): the device time of a copy of the
+      problem's compulsory bytes at its size (``kbstudy.dlrm_bench.roofline.copy_at_size``); ``copy_over_floor``;
+      ``device_over_copy`` (below 1: the kernel moves its bytes faster than a plain copy of as many bytes);
     * ``gap_us`` = (per call - device) in microseconds: host time before the first kernel starts, launch latency,
       gaps between launches and host syncs, and the cold-cache cost the device time does not see;
     * ``device_within_target``: ``device_over_floor`` within :data:`FLOOR_TARGET` (``None`` without a device time or
@@ -442,7 +464,12 @@ def device_time_view(folder: str | Path, model_config: str = MODEL_CONFIG) -> pd
     rows = []
     for _, r in records[records["model_config"] == model_config].iterrows():
         floor, bound = _floor_and_bound(floors, r, layout)
-        per_call, device = r["candidate_ms_median"], _device_ms(r)
+        frow = _floor_row(floors, r) if layout != "preliminary" else None
+        copy = frow.get("copy_ms") if frow is not None else None
+        copy = float(copy) if isinstance(copy, (int, float)) and copy == copy else None
+        per_call, profiled, cold = r["candidate_ms_median"], _device_ms(r), _cold_device_ms(r)
+        device = cold if cold is not None else profiled
+        source = "cold" if cold is not None else ("profiled" if profiled is not None else None)
         top = r.get("top_kernels")
         device_over_floor = _ratio(device, floor)
         rows.append({
@@ -453,10 +480,16 @@ def device_time_view(folder: str | Path, model_config: str = MODEL_CONFIG) -> pd
             "device_within_target": None if device_over_floor is None else bool(device_over_floor <= FLOOR_TARGET),
             "target_gap_us": (FLOOR_TARGET * floor - device) * 1e3 if device is not None and floor else None,
             "n_kernels": len(top) if isinstance(top, list) else None,
+            "device_source": source,
+            "device_q1_ms": r.get("candidate_device_ms_q1") if cold is not None else None,
+            "device_q3_ms": r.get("candidate_device_ms_q3") if cold is not None else None,
+            "profiled_ms": profiled, "copy_ms": copy, "copy_over_floor": _ratio(copy, floor),
+            "device_over_copy": _ratio(device, copy),
         })
     out = pd.DataFrame(rows, columns=list(DEVICE_COLUMNS))
     for col in ("per_call_ms", "device_ms", "floor_ms", "per_call_over_floor", "device_over_floor", "gap_us",
-                "target_gap_us"):
+                "target_gap_us", "device_q1_ms", "device_q3_ms", "profiled_ms", "copy_ms", "copy_over_floor",
+                "device_over_copy"):
         out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
     return out.sort_values("problem_id", kind="stable").reset_index(drop=True)
 
@@ -475,6 +508,13 @@ def device_notes(view: pd.DataFrame, machine: dict) -> list[str]:
         return (f"{len(rows)}: " + ", ".join(f"{r.problem_id} ({getattr(r, col):.2f}x)" for r in rows.itertuples())
                 if len(rows) else "none")
 
+    sources = set(timed["device_source"].dropna())
+    source_note = ({"cold": "device time: the median of calls with the L2 flushed and the host hidden behind a spin kernel "
+                      "(kbstudy.timing.time_device)",
+              "profiled": "device time: the kernels' summed durations in one profiled, warm call (these records "
+                          "predate the cold device-time measurement, which is higher by the launches' start-up and "
+                          "the cold L2)"}[sources.pop()] if len(sources) == 1 else
+             "device time: cold where the record has it, else profiled (mixed records)")
     notes = []
     mem = timed[(timed["bound"] == "memory") & timed["floor_ms"].notna()]
     if len(mem):
@@ -490,6 +530,13 @@ def device_notes(view: pd.DataFrame, machine: dict) -> list[str]:
             notes.append("the most gap the per-call target leaves at these device times (the measured gap in "
                          "brackets): " + ", ".join(f"{r.problem_id}: {r.target_gap_us:.0f} us ({r.gap_us:.0f} us)"
                                                    for r in by_device.itertuples()))
+    copies = mem[mem["copy_over_floor"].notna()] if len(mem) else mem
+    if len(copies):
+        over = copies[copies["copy_over_floor"] > FLOOR_TARGET]
+        notes.append(f"a copy of the compulsory bytes at each memory-bound problem's size (device time) takes "
+                     f"{copies['copy_over_floor'].min():.2f}-{copies['copy_over_floor'].max():.2f}x the floor; above "
+                     f"{FLOOR_TARGET}x on {_listed(over, 'copy_over_floor')}; ours / copy: "
+                     + ", ".join(f"{r.problem_id} {r.device_over_copy:.2f}x" for r in copies.itertuples()))
     gap = timed["gap_us"]
     widest = timed.loc[gap.idxmax()]
     note = (f"per-call median minus device time: {gap.min():.0f}-{gap.max():.0f} us over {len(timed)} problems "
@@ -500,6 +547,7 @@ def device_notes(view: pd.DataFrame, machine: dict) -> list[str]:
         note += (f"; one empty Triton launch here takes {launch * 1e3:.1f} us, so the gap is "
                  f"{gap.min() / (launch * 1e3):.1f}-{gap.max() / (launch * 1e3):.1f} launches' worth")
     notes.append(note)
+    notes.append(source_note)
     return notes
 
 
@@ -535,8 +583,11 @@ def variants(folder: str | Path) -> pd.DataFrame:
     floor, and ``variant_over_ours_ci_low``/``_high``: the 95 % bootstrap interval of median(variant) / median(ours)
     from the two records' per-call samples (:func:`kbstudy.timing.speedup_interval` with the variant as the baseline;
     an interval above 1 means ours is faster, below 1 the variant; NaN where a record has too few samples). Both
-    records come from the same run against the same eager timing, so no band between runs applies. ``correct``: both
-    verdicts passed. Empty (with the columns) when the folder has no variant."""
+    records come from the same run against the same eager timing, so no band between runs applies. The same by device
+    time (``kbstudy.timing.time_device``): ``variant_device_ms``, ``ours_device_ms`` (medians, ms),
+    ``variant_over_ours_device`` and its interval ``variant_over_ours_device_ci_low``/``_high`` from the two records'
+    device-time samples (NaN where a record has none). ``correct``: both verdicts passed. Empty (with the columns) when
+    the folder has no variant."""
     records = load_records(folder)
     floors = load_floors(folder)
     ours = records[records["model_config"] == MODEL_CONFIG].set_index("problem_id")
@@ -555,6 +606,9 @@ def variants(folder: str | Path) -> pd.DataFrame:
         if None not in (v_q1, v_q3, o_q1, o_q3):
             disjoint = bool(v_q3 < o_q1 or o_q3 < v_q1)
         interval = speedup_interval(_samples(r.get("candidate_ms_samples")), _samples(get(o, "candidate_ms_samples")))
+        v_dev, o_dev = _cold_device_ms(r), (_cold_device_ms(o) if o is not None else None)
+        dev_interval = speedup_interval(_samples(r.get("candidate_device_ms_samples")),
+                                        _samples(get(o, "candidate_device_ms_samples")))
         rows.append({
             "problem_id": int(r["problem_id"]), "problem": _problem_label(r["problem_name"]),
             "model_config": r["model_config"],
@@ -572,6 +626,9 @@ def variants(folder: str | Path) -> pd.DataFrame:
             "variant_over_floor": _ratio(v_ms, floor), "ours_over_floor": _ratio(o_ms, floor),
             "variant_over_ours_ci_low": interval[0] if interval else None,
             "variant_over_ours_ci_high": interval[1] if interval else None,
+            "variant_device_ms": v_dev, "ours_device_ms": o_dev, "variant_over_ours_device": _ratio(v_dev, o_dev),
+            "variant_over_ours_device_ci_low": dev_interval[0] if dev_interval else None,
+            "variant_over_ours_device_ci_high": dev_interval[1] if dev_interval else None,
         })
     out = pd.DataFrame(rows, columns=list(VARIANT_COLUMNS))
     for col in VARIANT_COLUMNS:
@@ -695,8 +752,9 @@ def variant_notes(table: pd.DataFrame) -> list[str]:
     """:func:`variants` in sentences. First, for each model configuration with variants of two or more problems,
     one summary: the range of variant / ours and on which problems the interval of that ratio lies above 1 (ours
     faster), below 1 (the variant faster) or contains 1. Then one sentence per variant: its median and interquartile
-    range beside ours, variant / ours with its interval, and both speedups over eager with their intervals (the same
-    eager timing: same run, same reference)."""
+    range beside ours, variant / ours with its interval, both speedups over eager with their intervals (the same
+    eager timing: same run, same reference), and, where both records have one, the device times and their ratio with
+    its interval."""
     if not len(table):
         return ["no variant candidates in this run (only ours, model configuration " + MODEL_CONFIG + ")"]
 
@@ -740,5 +798,9 @@ def variant_notes(table: pd.DataFrame) -> list[str]:
             f"{r.variant_over_ours:.2f}x ours' time{ci(r.variant_over_ours_ci_low, r.variant_over_ours_ci_high)}, "
             f"{iqr}; speedup vs eager {r.variant_speedup_vs_eager:.2f}x"
             f"{ci(r.variant_speedup_ci_low, r.variant_speedup_ci_high)} against ours {r.ours_speedup_vs_eager:.2f}x"
-            f"{ci(r.ours_speedup_ci_low, r.ours_speedup_ci_high)}")
+            f"{ci(r.ours_speedup_ci_low, r.ours_speedup_ci_high)}"
+            + (f"; device time {r.variant_device_ms * 1e3:.1f} us against ours {r.ours_device_ms * 1e3:.1f} us, "
+               f"{r.variant_over_ours_device:.2f}x"
+               f"{ci(r.variant_over_ours_device_ci_low, r.variant_over_ours_device_ci_high)}"
+               if r.variant_over_ours_device == r.variant_over_ours_device else ""))
     return notes

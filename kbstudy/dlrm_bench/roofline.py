@@ -25,6 +25,14 @@ dispatcher); :func:`launch_latency_ms` reads the median of the Triton one back. 
 :data:`LAUNCH_BOUND_FACTOR` such latencies is *launch-bound*: no kernel timed per call can come within 1.25x of its
 floor (the report flags it and adds ``ours / (floor + one launch)``; the floor itself is unchanged).
 
+**A copy of the compulsory bytes at the problem's size** (:func:`copy_at_size`, GPU only; a separate column, not the
+floor). ``BW`` comes from a 4 GiB copy, where the start-up and the tail of one launch are negligible. At the sizes of
+the smaller problems (30-130 MB) they are not: the same copy at that size takes longer than ``bytes / BW``.
+:func:`copy_at_size` times ``dst.copy_(src)`` of ``bytes / 2`` each way by the device time a kernel is judged by
+(:func:`kbstudy.timing.time_device`: cold L2, the host hidden); ``copy_ms / floor_ms`` says how close to the floor the
+simplest kernel that moves those bytes comes at that size. It is evidence, not a bound: a kernel whose bytes are
+mostly reads may move them faster than a copy does.
+
 Byte and FLOP formulas per problem are in :func:`compulsory_work` (sizes: B batch, L bag size, D dim, N table rows,
 s = bytes per element: 4 fp32, 2 bf16, 8 int64 indices).
 """
@@ -210,6 +218,28 @@ def problem_floor(problem_id: int, consts: dict, machine: Machine, inputs: Seque
     return {"bytes": work.bytes, "flops": work.flops, "precision": work.precision, "formula": work.formula,
             "floor_ms": ms, "bound": bound, "memory_ms": 1e3 * work.bytes / machine.bandwidth_bytes_per_s,
             "compute_ms": 1e3 * work.flops / machine.matmul_flops_per_s[work.precision]}
+
+
+def copy_at_size(nbytes: float, device: str, reps: int = 20) -> dict:
+    """The device time of a device-to-device copy moving ``nbytes`` (``nbytes / 2`` read, ``nbytes / 2`` written;
+    ``torch.Tensor.copy_`` of uint8 buffers) on a CUDA ``device``, by :func:`kbstudy.timing.time_device` (cold L2,
+    the host hidden, ``reps`` calls): ``{"copy_ms": median, "copy_q1_ms": ..., "copy_q3_ms": ...}`` in ms.
+    Raises ``ValueError`` on a CPU device (no device time there) or for ``nbytes`` below 2."""
+    import torch
+
+    from kbstudy.timing import summarize, time_device
+
+    if not device.startswith("cuda"):
+        raise ValueError(f"a copy's device time needs a CUDA device, not {device!r}")
+    half = int(nbytes) // 2
+    if half < 1:
+        raise ValueError(f"nothing to copy: {nbytes} bytes")
+    src = torch.empty(half, dtype=torch.uint8, device=device).fill_(1)
+    dst = torch.empty_like(src)
+    stats = summarize(time_device(lambda: dst.copy_(src), device=device, reps=reps).samples)
+    del src, dst
+    torch.cuda.empty_cache()
+    return {"copy_ms": stats.median, "copy_q1_ms": stats.q1, "copy_q3_ms": stats.q3}
 
 
 def launch_latency_ms(machine: "Machine | dict") -> float | None:

@@ -1,5 +1,6 @@
 """GPU-only checks of the evaluation path (skipped without CUDA): the host-synchronised cross-check of the CUDA-event
-timing catches work left running on a side stream, and the custom-kernel share tells a Triton kernel from cuBLAS.
+timing catches work left running on a side stream, the custom-kernel share tells a Triton kernel from cuBLAS, and
+the device time (``kbstudy.timing.time_device``) leaves out host work that the per-call time holds.
 
 Real problems (KernelBench level 1: 1_Square_matrix_multiplication_ at half size, 19_ReLU at 1/10) and real
 candidate sources, through ``evaluate_batch``. Run on a GPU machine with::
@@ -74,6 +75,12 @@ class ModelNew(nn.Module):
 '''
 
 
+_HOST_HEAVY_RELU = _TRITON_RELU.replace("import torch\n", "import time\nimport torch\n", 1).replace(
+    "        y = torch.empty_like(x)\n",
+    "        time.sleep(0.0008)  # 0.8 ms of host work before the launch: per-call time holds it, device time not\n"
+    "        y = torch.empty_like(x)\n")
+
+
 def _config(tmp, scale: float) -> EvalConfig:
     return EvalConfig(run="gpu-checks", device="cuda", size_scale=scale, compile_baseline=False, progress=False,
                       cache_dir=str(tmp / "cache"), timing={"warmup_ms": 5.0, "budget_ms": 200.0, "min_reps": 10,
@@ -90,7 +97,9 @@ def gpu_rows(problem_by_name, tmp_path_factory):
              make_candidate(_SIDE_STREAM_MATMUL, level=1, problem_id=1, model_config="side_stream", backend="torch")]
     assert evaluate_batch([matmul], cands, store, _config(tmp, 0.5)).written == 2
     triton_relu = make_candidate(_TRITON_RELU, level=1, problem_id=19, model_config="triton_relu", backend="triton")
-    assert evaluate_batch([relu], [triton_relu], store, _config(tmp, 0.1)).written == 1
+    host_heavy = make_candidate(_HOST_HEAVY_RELU, level=1, problem_id=19, model_config="host_heavy_relu",
+                                backend="triton")
+    assert evaluate_batch([relu], [triton_relu, host_heavy], store, _config(tmp, 0.1)).written == 2
     return records_by_config(store)
 
 
@@ -122,6 +131,51 @@ def test_triton_kernel_is_custom(gpu_rows):
     assert row["custom_kernel_share"] > 0.9, row["top_kernels"]
     assert row["top_kernels"][0]["name"].startswith("kbstudy_test_relu_kernel")
     assert row["top_kernels"][0]["origin"] == "custom"
+
+
+def test_device_time_leaves_out_host_work(gpu_rows):
+    """The same kernel with 0.8 ms of host work before its launch: the per-call time holds the host work, the device
+    time (cold L2, the host hidden behind a spin) does not, and agrees with the plain kernel's."""
+    plain, heavy = _evaluated(gpu_rows["triton_relu"]), _evaluated(gpu_rows["host_heavy_relu"])
+    for row in (plain, heavy):
+        assert row["candidate_device_ms_q1"] <= row["candidate_device_ms_median"] <= row["candidate_device_ms_q3"]
+        assert len(row["candidate_device_ms_samples"]) == row["metadata"]["device_time"]["calls"] >= 5
+        assert row["metadata"]["device_time"]["host_overran"] == 0
+        assert 0 < row["candidate_device_ms_median"] <= row["candidate_ms_median"] * 1.05, row["candidate_id"]
+    assert heavy["candidate_ms_median"] > 0.8  # ms: the sleep is in the per-call time
+    assert heavy["candidate_device_ms_median"] < 0.5 * heavy["candidate_ms_median"]
+    assert heavy["candidate_device_ms_median"] < 1.5 * plain["candidate_device_ms_median"] + 0.01
+
+
+def test_device_time_holds_a_host_synchronisation_inside_the_call():
+    """A call that synchronises with the host between two kernels: the GPU idles while the host sleeps after the
+    synchronisation, and the device time holds that idle time (it hides only the host work before the first
+    launch)."""
+    import time
+
+    from kbstudy.timing import time_device
+
+    x = torch.randn(1 << 20, device="cuda")
+
+    def call():
+        y = x * 2
+        torch.cuda.synchronize()
+        time.sleep(0.001)  # 1 ms: the GPU is idle until the next launch
+        return y + 1
+
+    result = time_device(call, device="cuda", reps=5)
+    assert len(result.samples) == 5 and result.host_overran == 5  # the host outlasted the spin, and says so
+    assert min(result.samples) > 0.9
+
+
+def test_copy_at_size_is_a_plausible_bandwidth():
+    """A copy of 256 MB by device time: positive, quartiles around the median, and below 10 TB/s (HBM3e peaks near
+    4.8 TB/s on an H200; an L2-resident copy would show as an impossible rate)."""
+    from kbstudy.dlrm_bench.roofline import copy_at_size
+
+    result = copy_at_size(256e6, "cuda")
+    assert 0 < result["copy_q1_ms"] <= result["copy_ms"] <= result["copy_q3_ms"]
+    assert 256e6 / (result["copy_ms"] * 1e-3) < 10e12
 
 
 def test_large_input_pristine_copy_lives_in_host_memory(monkeypatch):

@@ -106,8 +106,10 @@ def test_honest_candidates_pass_every_extra_trial_and_the_timing_check(hardened,
     # the seeds of the extra trials are on the record (replayable with EvalConfig.extra_seeds)
     assert [t["seed"] for t in row["metadata"]["extra_trials"]] == EXTRA_SEEDS
     assert [t["trial"] for t in row["metadata"]["extra_trials"]] == [5, 6, 7, 8]
-    # CPU: the host cross-check and the kernel share do not apply
+    # CPU: the host cross-check, the device time and the kernel share do not apply
     assert row["timing_discrepancy"] is None and row["candidate_host_ms"] is None
+    assert row["candidate_device_ms_median"] is None and row["candidate_device_ms_samples"] is None
+    assert "device_time" not in row["metadata"]
     assert row["custom_kernel_share"] is None and row["top_kernels"] is None
     # raw samples, and the speedup's bootstrap interval around the point estimate
     assert len(row["candidate_ms_samples"]) == row["candidate_timing_trials"] >= 6

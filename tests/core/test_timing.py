@@ -159,3 +159,17 @@ def test_host_check_blocks_are_one_call_long_for_a_slow_call():
     assert host_block_calls([SLOW_CALL_MS] * 10) == 10 // HOST_BLOCKS  # at the bound, not over it
     assert host_block_calls([20.0] * 10, slow_call_ms=5) == 1
     assert host_block_calls([]) == 2
+
+
+def test_time_device_refuses_a_cpu():
+    """Device time needs a CUDA device (a spin kernel and a device clock): a CPU gets a clear error, not a CPU clock
+    under the device-time name, and ``time_pool(device_time=True)`` on a CPU measures no device time."""
+    import torch
+
+    from kbstudy import timing
+
+    with pytest.raises(ValueError, match="CUDA"):
+        timing.time_device(lambda: None, device="cpu")
+    result = timing.time_pool(lambda x: x + 1, [[torch.ones(8)], [torch.zeros(8)]], device="cpu", device_time=True,
+                              warmup_ms=0.0, min_warmup=1, budget_ms=1.0, min_reps=2, max_reps=2)
+    assert result.device is None and len(result.samples) == 2

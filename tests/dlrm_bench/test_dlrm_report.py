@@ -305,12 +305,49 @@ def test_device_time_view_sources_and_target(tmp_path):
     assert view.loc[3, "target_gap_us"] == pytest.approx(-0.05 * floors[3])
     assert notes[2] == ("the most gap the per-call target leaves at these device times (the measured gap in "
                         f"brackets): 1: {0.05 * floors[1]:.0f} us ({view.loc[1, 'gap_us']:.0f} us)")
-    assert "launch" not in notes[-1]  # the CPU machine has no Triton launch latency
+    assert "Triton launch" not in notes[-2]  # the CPU machine has no Triton launch latency
+    assert notes[-1].startswith("device time: the kernels' summed durations in one profiled, warm call")
+    assert set(view["device_source"].dropna()) == {"profiled"} and view["device_q1_ms"].isna().all()
+    assert view["profiled_ms"].equals(view["device_ms"])
     launch_us = 10.0
     notes = report.device_notes(view.reset_index(), {"details": {"launch_triton_ms": [launch_us / 1e3]}})
     gap = view["gap_us"].dropna()
-    assert notes[-1].endswith(f"one empty Triton launch here takes {launch_us:.1f} us, so the gap is "
+    assert notes[-2].endswith(f"one empty Triton launch here takes {launch_us:.1f} us, so the gap is "
                               f"{gap.min() / launch_us:.1f}-{gap.max() / launch_us:.1f} launches' worth")
+
+    # a record with a cold device time (kbstudy.timing.time_device) is judged by it; the profiled call stays beside
+    def with_cold(rows):
+        out = []
+        for r in rows:
+            if r["problem_id"] == 3:
+                cold = [1.1 * floors[3] / 1e3 * (1 + 0.01 * i) for i in range(20)]
+                r = {**r, "candidate_device_ms_median": cold[10], "candidate_device_ms_q1": cold[5],
+                     "candidate_device_ms_q3": cold[15], "candidate_device_ms_samples": cold}
+            out.append(r)
+        return out
+
+    _rewrite_records(run, with_cold)
+    view = report.device_time_view(run).set_index("problem_id")
+    assert view.loc[3, "device_source"] == "cold" and view.loc[1, "device_source"] == "profiled"
+    assert view.loc[3, "device_ms"] == pytest.approx(1.1 * floors[3] / 1e3 * 1.10)
+    assert view.loc[3, "profiled_ms"] == pytest.approx(1.3 * floors[3] / 1e3)  # the profiled call, kept beside
+    assert view.loc[3, "device_q1_ms"] < view.loc[3, "device_ms"] < view.loc[3, "device_q3_ms"]
+    assert view.loc[3, "device_within_target"] is True  # 1.21x by its cold device time, 1.3x by the profiled call
+    assert report.device_notes(view.reset_index(), machine)[-1].startswith("device time: cold where the record has")
+    assert view["copy_ms"].isna().all() and view["device_over_copy"].isna().all()  # no copy timed on a CPU
+
+    # a GPU run's floors carry the device time of a copy of the compulsory bytes (roofline.copy_at_size)
+    path = run / "floors.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    path.write_text("".join(json.dumps({**r, "copy_ms": (1.3 if r["problem_id"] == 3 else 1.1) * r["floor_ms"]})
+                            + "\n" for r in rows))
+    view = report.device_time_view(run).set_index("problem_id")
+    assert view.loc[3, "copy_over_floor"] == pytest.approx(1.3)
+    assert view.loc[3, "device_over_copy"] == pytest.approx(1.1 * 1.10 / 1.3)
+    note = [n for n in report.device_notes(view.reset_index(), machine) if n.startswith("a copy of the compulsory")]
+    assert note == [f"a copy of the compulsory bytes at each memory-bound problem's size (device time) takes "
+                    f"1.10-1.30x the floor; above 1.25x on 1: 3 (1.30x); ours / copy: 1 "
+                    f"{view.loc[1, 'device_over_copy']:.2f}x, 3 0.93x"]
 
 
 def _with_two_timed_variants(rows):
@@ -346,6 +383,27 @@ def test_variant_interval_and_summary(tmp_path):
                         "1 (2.00x); below 1 (the variant faster) on 1: 2 (0.50x); containing 1 on 0: none")
     assert notes[1].startswith("problem 1 variant-y (correct): ") and len(notes) == 3
     assert f"2.00x ours' time [{v.loc[1, 'variant_over_ours_ci_low']:.2f}, " in notes[1]
+
+    assert v["variant_device_ms"].isna().all() and v["variant_over_ours_device_ci_low"].isna().all()
+
+    # device-time samples on both records of problem 2 (variant twice as fast): the device columns and interval
+    def with_device(rows):
+        out = []
+        for r in rows:
+            if r["problem_id"] == 2:
+                factor = 0.5 if r["model_config"] == "variant-y" else 1.0
+                dev = [0.02 * factor * (1 + 0.01 * i) for i in range(20)]
+                r = {**r, "candidate_device_ms_median": dev[10], "candidate_device_ms_samples": dev}
+            out.append(r)
+        return out
+
+    _rewrite_records(run, with_device)
+    v = report.variants(run).set_index("problem_id")
+    assert v.loc[2, "variant_over_ours_device"] == pytest.approx(0.5) and v.loc[1, "variant_device_ms"] != \
+        v.loc[1, "variant_device_ms"]
+    assert v.loc[2, "variant_over_ours_device_ci_low"] <= 0.5 <= v.loc[2, "variant_over_ours_device_ci_high"] < 1
+    notes = report.variant_notes(v.reset_index())
+    assert "; device time 11.0 us against ours 22.0 us, 0.50x [" in notes[2] and "device time" not in notes[1]
 
     plain = _run_copy(tmp_path / "b")  # three samples per record: too few for an interval
     _rewrite_records(plain, lambda rows: [r for r in _with_two_timed_variants(rows)

@@ -124,3 +124,11 @@ def test_measure_machine_gather_bandwidth_on_cpu():
     # defaults: a table of 512-byte rows far larger than the L2 on a GPU (4M rows = 2 GB), the problems' 819,200 lookups
     m2 = measure_machine("cpu", copy_bytes=1 << 20, matmul_n=64, reps=2)
     assert m2.details["gather_rows"] == 262_144 and m2.details["gather_n"] == 65_536
+
+
+def test_copy_at_size_needs_a_gpu():
+    """The copy of the compulsory bytes is timed by device time, which a CPU does not have: a clear error."""
+    from kbstudy.dlrm_bench.roofline import copy_at_size
+
+    with pytest.raises(ValueError, match="CUDA"):
+        copy_at_size(1 << 20, "cpu")
