@@ -1,22 +1,30 @@
 """kbstudy-triton candidate for DLRM-Bench problem 6 (int8 row-wise quantized EmbeddingBag, dequantize + sum).
 
-One program per bag. A quantized row (FBGEMM layout: D uint8 codes, fp32 scale, fp32 bias; D + 8 bytes) is read as
-``D/4`` 32-bit words; the row stride is a compile-time constant (``ROW_WORDS = D/4 + 2``), so Triton knows every row
-starts 8-byte aligned and loads the codes as 64-bit vectors, and the scale and bias come from the same row through a
-float32 pointer. ``BLOCK_L`` rows are gathered per step as a [BLOCK_L, D/4] word tile; byte lane k of each word is
-turned into fp32 with the exponent trick (``(w >> 8k) & 0xFF | 0x4B000000`` reinterpreted as fp32 is 2^23 + code,
-exact) and accumulated as ``(code - 128) * scale`` in four [BLOCK_L, D/4] fp32 tiles, while ``bias + 128 scale`` is
-summed once per row (``c s + b = (c - 128) s + (b + 128 s)``: both parts are as small as the dequantized values, so
-the separate sums do not cancel, unlike ``sum c s + sum b``). One cross-thread reduction per bag at the end, stores
-interleaved.
+Bag-parallel, with the row gathers made asynchronous (session 13's variant ``s13-b``, shipped in session 14). A program
+owns ``BLOCK_B`` bags (8 per warp). Each step takes the next ``UNROLL`` lookups of every bag as an [UNROLL, Q,
+BLOCK_B, D/4/Q] tile of 32-bit words: a quantized row (FBGEMM layout: D uint8 codes, fp32 scale, fp32 bias; D + 8
+bytes, 8-byte aligned) is split in Q quarters, and a row's index, scale and bias are handled by 4 lanes, not 16.
+Byte lane k of each word becomes fp32 by the exponent trick (``(w >> 8k) & 0xFF | 0x4B000000`` reinterpreted as fp32
+is 2^23 + code, exact); ``(code - 128) * scale`` and ``bias + 128 scale`` are accumulated in fp32 registers
+(``c s + b = (c - 128) s + (b + 128 s)``: both parts stay as small as the dequantized values, so the separate sums do
+not cancel), with no cross-thread reduction and one store per bag. The step loop is a ``tl.range(...,
+num_stages=STAGES)`` loop: Triton's software pipeliner turns the index tile and the word, scale and bias gathers into
+``cp.async`` copies into shared memory, issued one step (3 stages) or two steps (5 stages) ahead of the step that sums
+them, so the rows in flight do not depend on how ptxas orders register loads against the arithmetic.
 
-Why it should approach the floor: per looked-up row the kernel moves the row's 136 bytes once and spends ~4 ALU
-instructions per code (shift/mask, subtract, FMA) instead of a slow int-to-float conversion and a per-element bias
-add; the former version reduced its tiles four times per step (16 barriers per bag) and loaded 32-bit scalars. The
-eager path's [B, L, D + 8] gather and its fp32 intermediates never exist. ``triton.autotune`` picks the rows per step
-and warps on the GPU (one config under ``TRITON_INTERPRET=1``). Note the floor counts 136 bytes per distinct row,
-while DRAM moves 32-byte sectors: an 8-byte-aligned 136-byte row spans 5-6 sectors (160-192 bytes), so ~1.2x the
-floor is the practical limit of any gather here, before the launch.
+Why it should approach the floor: every program is resident (one wave), every step's rows were requested a step
+earlier, and the former kernel's 16 lanes per row's metadata and its per-step cross-thread reductions are gone.
+sm_90 (Triton 3.9 ptxas, no spills; shared memory per program): [Q 4, 8 bags, UNROLL 8, 3 stages, 1 warp] 166
+registers, 18.4 KB -> 12 programs per SM, ~990 rows per SM in flight. The floor counts 136 bytes per distinct row,
+while DRAM moves 32-byte sectors: an 8-byte-aligned 136-byte row spans 5 sectors (160 bytes), ~1.18x the floor's
+bytes before any launch effect; and a plain copy of the problem's compulsory bytes takes 1.25x the floor at this size
+(``outputs/records/h200-dlrm-s14-check``, ``copy_ms``). ``triton.autotune`` picks the shape on the GPU (one config under
+``TRITON_INTERPRET=1``).
+
+Measured on the H200: 57.6 against 62.3 us of profiled device time (0.92x) and 1.01x per call in session 13's variant
+run (``outputs/records/h200-dlrm-s13-variants``); 67.7 against 69.9 us of cold device time (0.968x, interval
+0.964-0.975) and 0.88x per call (interval 0.85-0.94) in session 14's check run
+(``outputs/records/h200-dlrm-s14-check``).
 """
 import os
 
@@ -28,14 +36,18 @@ import triton.language as tl
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
+#: sm_90 (Triton 3.9 ptxas) registers / shared memory, no spills, one warp each: [Q 4, BLOCK_B 8, UNROLL 8, 3 stages]
+#: 166 / 18.4 KB -> 12 programs per SM (1024 programs: all resident); [4, 8, 4, 3] 112 / 9.2 KB -> 18; [2, 4, 8, 3]
+#: 89 / 9.2 KB -> 21 (2048 programs); [4, 8, 4, 5 stages]: rows two steps ahead. The pipeliner puts the index tile
+#: and the row gathers one stage apart, so STAGES = 3 fetches rows one step ahead, 5 two steps.
 _CONFIGS = [
-    triton.Config({"BLOCK_L": 32}, num_warps=4),
-    triton.Config({"BLOCK_L": 64}, num_warps=4),
-    triton.Config({"BLOCK_L": 64}, num_warps=8),
-    triton.Config({"BLOCK_L": 128}, num_warps=8),
+    triton.Config({"Q": 4, "BLOCK_B": 8, "UNROLL": 8, "STAGES": 3}, num_warps=1, num_stages=3),
+    triton.Config({"Q": 4, "BLOCK_B": 8, "UNROLL": 4, "STAGES": 3}, num_warps=1, num_stages=3),
+    triton.Config({"Q": 2, "BLOCK_B": 4, "UNROLL": 8, "STAGES": 3}, num_warps=1, num_stages=3),
+    triton.Config({"Q": 4, "BLOCK_B": 8, "UNROLL": 4, "STAGES": 5}, num_warps=1, num_stages=5),
 ]
 if _INTERPRET:
-    _CONFIGS = [triton.Config({"BLOCK_L": 16}, num_warps=4)]
+    _CONFIGS = [triton.Config({"Q": 2, "BLOCK_B": 4, "UNROLL": 8, "STAGES": 3}, num_warps=1, num_stages=3)]
 
 
 @triton.jit
@@ -121,41 +133,51 @@ def _launch(kernel, key, grid, *args, **kwargs):
 
 @triton.autotune(configs=_CONFIGS, key=["L", "D"], do_bench=_bench)
 @triton.jit
-def _int8_bag_kernel(idx_ptr, qw_ptr, out_ptr, L, D: tl.constexpr, BLOCK_W: tl.constexpr, BLOCK_L: tl.constexpr):
+def _int8_bag_kernel(idx_ptr, qw_ptr, out_ptr, B, L, D: tl.constexpr, BLOCK_W: tl.constexpr, Q: tl.constexpr,
+                     BLOCK_B: tl.constexpr, UNROLL: tl.constexpr, STAGES: tl.constexpr):
     """qw_ptr: the quantized table as int32 words, [N, D/4 + 2]; word w of a row holds codes 4w .. 4w+3
-    (little-endian), words D/4 and D/4 + 1 the fp32 scale and bias."""
+    (little-endian), words D/4 and D/4 + 1 the fp32 scale and bias. Word c = q * (BLOCK_W / Q) + w of a row sits at
+    [q, ., w] of a step's tile (BLOCK_W = D/4 rounded up to a power of two, masked past D/4)."""
     N_WORDS: tl.constexpr = D // 4
+    QW: tl.constexpr = BLOCK_W // Q
     ROW_WORDS: tl.constexpr = D // 4 + 2
-    b = tl.program_id(0).to(tl.int64)
-    w = tl.arange(0, BLOCK_W)
-    wmask = w < N_WORDS
-    acc0 = tl.zeros([BLOCK_L, BLOCK_W], dtype=tl.float32)
-    acc1 = tl.zeros([BLOCK_L, BLOCK_W], dtype=tl.float32)
-    acc2 = tl.zeros([BLOCK_L, BLOCK_W], dtype=tl.float32)
-    acc3 = tl.zeros([BLOCK_L, BLOCK_W], dtype=tl.float32)
-    bias_sum = tl.zeros([BLOCK_L], dtype=tl.float32)
-    for l0 in range(0, L, BLOCK_L):
-        l = l0 + tl.arange(0, BLOCK_L)
-        lmask = l < L
-        rows = tl.load(idx_ptr + b * L + l, mask=lmask, other=0)
+    b = tl.program_id(0).to(tl.int64) * BLOCK_B + tl.arange(0, BLOCK_B)
+    bmask = b < B
+    u = tl.arange(0, UNROLL)
+    col = (tl.arange(0, Q) * QW)[None, :, None, None] + tl.arange(0, QW)[None, None, None, :]  # [1, Q, 1, QW]
+    idx_tile = idx_ptr + b[None, :] * L + u[:, None]  # [UNROLL, BLOCK_B]
+    acc0 = tl.zeros([Q, BLOCK_B, QW], dtype=tl.float32)
+    acc1 = tl.zeros([Q, BLOCK_B, QW], dtype=tl.float32)
+    acc2 = tl.zeros([Q, BLOCK_B, QW], dtype=tl.float32)
+    acc3 = tl.zeros([Q, BLOCK_B, QW], dtype=tl.float32)
+    accb = tl.zeros([BLOCK_B], dtype=tl.float32)
+    for l0 in tl.range(0, L, UNROLL, num_stages=STAGES):
+        m = ((l0 + u) < L)[:, None] & bmask[None, :]
+        rows = tl.load(idx_tile + l0, mask=m, other=0)
+        # masked lookups read row 0 (a valid row) and get scale 0 and bias 0 below
         base = qw_ptr + rows * ROW_WORDS
-        words = tl.load(base[:, None] + w[None, :], mask=lmask[:, None] & wmask[None, :], other=0)
-        scale = tl.load((base + N_WORDS).to(tl.pointer_type(tl.float32)), mask=lmask, other=0.0)
-        bias = tl.load((base + N_WORDS + 1).to(tl.pointer_type(tl.float32)), mask=lmask, other=0.0)
-        # c s + b = (c - 128) s + (b + 128 s): both terms stay as small as the dequantized values (b + 128 s is the
-        # row's mid-range), so summing them separately does not cancel
-        bias_sum += bias + 128.0 * scale
-        s = scale[:, None]
-        acc0 += _centred_byte_lane(words, 0) * s
-        acc1 += _centred_byte_lane(words, 8) * s
-        acc2 += _centred_byte_lane(words, 16) * s
-        acc3 += _centred_byte_lane(words, 24) * s
-    bias = tl.sum(bias_sum, axis=0)
-    o = out_ptr + b * D + 4 * w
-    tl.store(o, tl.sum(acc0, axis=0) + bias, mask=wmask)
-    tl.store(o + 1, tl.sum(acc1, axis=0) + bias, mask=wmask)
-    tl.store(o + 2, tl.sum(acc2, axis=0) + bias, mask=wmask)
-    tl.store(o + 3, tl.sum(acc3, axis=0) + bias, mask=wmask)
+        if BLOCK_W == N_WORDS:
+            words = tl.load(base[:, None, :, None] + col)
+        else:
+            words = tl.load(base[:, None, :, None] + col, mask=col < N_WORDS, other=0)
+        scale = tl.load((base + N_WORDS).to(tl.pointer_type(tl.float32)))
+        bias = tl.load((base + N_WORDS + 1).to(tl.pointer_type(tl.float32)))
+        s = tl.where(m, scale, 0.0)
+        # c s + b = (c - 128) s + (b + 128 s): both terms stay as small as the dequantized values
+        accb += tl.sum(tl.where(m, bias, 0.0) + 128.0 * s, axis=0)
+        s4 = s[:, None, :, None]
+        acc0 += tl.sum(_centred_byte_lane(words, 0) * s4, axis=0)
+        acc1 += tl.sum(_centred_byte_lane(words, 8) * s4, axis=0)
+        acc2 += tl.sum(_centred_byte_lane(words, 16) * s4, axis=0)
+        acc3 += tl.sum(_centred_byte_lane(words, 24) * s4, axis=0)
+    bias = accb[None, :, None]
+    c3 = tl.reshape(col, (Q, 1, QW))
+    o = out_ptr + b[None, :, None] * D + 4 * c3
+    om = bmask[None, :, None] & (c3 < N_WORDS)
+    tl.store(o, acc0 + bias, mask=om)
+    tl.store(o + 1, acc1 + bias, mask=om)
+    tl.store(o + 2, acc2 + bias, mask=om)
+    tl.store(o + 3, acc3 + bias, mask=om)
 
 
 class ModelNew(nn.Module):
@@ -180,6 +202,9 @@ class ModelNew(nn.Module):
         indices = indices.contiguous()
         batch, bag = indices.shape
         out = torch.empty(batch, d, device=words.device, dtype=torch.float32)
-        _launch(_int8_bag_kernel, (bag, d, indices.dtype, words.device), (batch,),
-                indices, words, out, bag, D=d, BLOCK_W=max(16, triton.next_power_of_2(d // 4)))
+        # BLOCK_W >= 4 so that every config's Q (<= 4) divides it
+        block_w = max(4, triton.next_power_of_2(d // 4))
+        _launch(_int8_bag_kernel, (bag, d, indices.dtype, words.device),
+                lambda meta: (triton.cdiv(batch, meta["BLOCK_B"]),),
+                indices, words, out, batch, bag, D=d, BLOCK_W=block_w)
         return out
