@@ -165,7 +165,8 @@ show(data.pivot(index="label", columns="variant", values="ms").reindex(index=dat
      .reset_index().rename_axis(columns=None))
 
 # %% [markdown]
-# Memory-bound problems: ours over the floor, against the target of ours within 1.25x of the floor.
+# Memory-bound problems: ours per call over the floor. `within_target` here is by per-call time, host work included;
+# the target itself is judged by device time (section "Device time" below), since the floor bounds the device's work.
 
 # %%
 mem = table[table["bound"] == "memory"][["problem_id", "problem", "ours_over_floor", "eager_over_floor"]]
@@ -210,17 +211,21 @@ show(gap, digits=3)
 print("\n".join(f"- {n}" for n in notes))
 
 # %% [markdown]
-# ## Device time: the kernels alone against the floor
-# The per-call time above is the study's measure: each timed call follows an L2 flush and a device synchronisation,
-# so it includes the host's work until the kernels are enqueued, every launch, and a cold L2. Each record also holds
-# one call profiled with `torch.profiler` after one warm-up call (`top_kernels` and
-# `metadata.kernel_time_us_by_origin`); `device_ms` is the summed duration of that call's device kernels (memsets and
-# copies included). It is one call, not a median, and a warm one (no L2 flush before it), so it can be below what the
-# same kernels take inside a timed call. `gap_us` is per-call median minus device time: host time before the first
-# kernel starts, launch latency, the time between launches and host syncs, and the cold-cache cost the profiled call
-# does not see. `target_gap_us` is 1.25 x floor minus device time: the most gap a call could have at this device time
-# and still be within the target per call. This view is beside the per-call one, not instead of it: the 1.25x target
-# above is judged on per-call time.
+# ## Device time: the kernels alone against the floor (how the 1.25x target is judged)
+# The per-call time above is the study's measure, as in KernelBench: each timed call follows an L2 flush and a device
+# synchronisation, so it holds the host's work until the kernels are enqueued (Python, argument handling, every
+# launch) and a cold L2. A floor bounds the *device's* work, so the target of 1.25x of the floor is judged by the
+# **device time** (`device_ms`, `device_source = cold`): every timed GPU candidate's record holds the median of 20
+# calls with the L2 flushed and a spin kernel enqueued before the start event, so that the host enqueues the launches
+# while the GPU spins and the events see only the device's work (`kbstudy.timing.time_device`; the method of
+# `triton.testing.do_bench`, made strict, and what Nsight Compute's default cache control measures). It keeps each
+# launch's GPU-side start-up, idle time between the call's kernels and any host synchronisation inside the call.
+# Records made before session 14 lack it; for them `device_ms` is `profiled_ms` (`device_source = profiled`): the
+# kernels' summed durations in one profiled, warm call, which is lower (no start-up, a warm L2).
+# `gap_us` is per-call median minus device time (the host's share); `target_gap_us` is 1.25 x floor minus device time.
+# `copy_ms` (GPU runs from session 14 on) is the device time of a plain copy of the problem's compulsory bytes at its
+# size (`kbstudy.dlrm_bench.roofline.copy_at_size`): `copy_over_floor` says how close to the floor the simplest kernel
+# moving those bytes comes at that size, where a launch's start-up and tail are no longer negligible.
 
 # %%
 device = device_time_view(project_path(records_dir))
@@ -233,12 +238,15 @@ ratios = device[(device["bound"] == "memory") & device["device_ms"].notna()]
 if len(ratios):
     ratio_data = ratios.melt(id_vars=["problem_id", "problem"], value_vars=["per_call_over_floor", "device_over_floor"],
                              var_name="time", value_name="over_floor")
+    device_label = ("device (median, cold L2, host hidden)" if set(ratios["device_source"]) == {"cold"}
+                    else "device (one profiled call, warm)" if set(ratios["device_source"]) == {"profiled"}
+                    else "device (cold where recorded, else profiled)")
     ratio_data["time"] = ratio_data["time"].map({"per_call_over_floor": "per call (median, cold L2)",
-                                                 "device_over_floor": "device (one profiled call, warm)"})
+                                                 "device_over_floor": device_label})
     ratio_data["label"] = ratio_data["problem_id"].astype(str) + " " + ratio_data["problem"]
     fig, ax = plt.subplots(figsize=(11, 5))
     sns.barplot(data=ratio_data, x="label", y="over_floor", hue="time", ax=ax,
-                hue_order=["per call (median, cold L2)", "device (one profiled call, warm)"])
+                hue_order=["per call (median, cold L2)", device_label])
     ax.axhline(FLOOR_TARGET, color="black", linestyle="--", linewidth=1, label=f"target {FLOOR_TARGET}x")
     ax.axhline(1.0, color="grey", linewidth=1, label="floor")
     ax.set_yscale("log")
@@ -255,7 +263,8 @@ if len(ratios):
     fig.tight_layout()
     save(fig, "device_vs_floor")
     print("figure data (time / floor):")
-    show(ratios[["problem_id", "problem", "per_call_over_floor", "device_over_floor"]], digits=3)
+    show(ratios[["problem_id", "problem", "per_call_over_floor", "device_over_floor", "device_source",
+                 "copy_over_floor"]], digits=3)
 else:
     print("no figure: these records have no device times")
 
