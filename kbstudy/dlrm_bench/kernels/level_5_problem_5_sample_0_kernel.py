@@ -1,44 +1,44 @@
 """kbstudy-triton candidate for DLRM-Bench problem 5 (fused EmbeddingBag backward + row-wise Adagrad, functional).
+Session 14's variant ``s14-b``, shipped in session 14: a one-wave scan, a pipelined persistent update kernel and an
+early host wait, with a per-call zero fill (its sibling ``s14-a`` used kernel 4's epochs and L2 prefetch
+instructions instead, and measured the same).
 
-Only the rows that were looked up are read and written (the FBGEMM TBE approach), instead of a dense gradient and
-dense passes over the whole table; the table and the state are inputs and are never written (out of place: the
-updated rows go to fresh outputs). No sort (as problem 4's kernel):
+Only the rows that were looked up are read and written (the FBGEMM TBE approach); the table and the state are inputs
+and are never written (the updated rows go to fresh outputs). No sort. Per call:
 
-1. One zero-filled int64 buffer (the only non-Triton work, 16 MB at full size) holds ``last`` (one int32 per table
-   row), the scan's status words (one per block of table rows), its ticket counter and the output size U.
-2. Triton ``_link_kernel``, one pass over the (int64, unconverted) lookups: lookup ``j`` of row ``r`` swaps ``j + 1``
-   into ``last[r]`` (one int32 ``atomic_xchg``) and stores the value it displaced in ``link[j]``, so each touched
-   row's lookups form one list from ``last[r]`` backwards (positions + 1; 0 ends it). Which lookup comes last is the
-   GPU's order, so a repeated row's fp32 summation order may differ from eager (within the verifiers' relative-L2
-   thresholds: a row has 1.1 lookups on average).
-3. Triton ``_scan_kernel``, the ascending compaction of the touched rows in one pass over ``last`` (16 MB read, 4M
-   rows at full size) with a *decoupled look-back* (as CUB's single-pass scan, and problem 7's kernel): a program takes
-   a ticket (an atomic counter, so blocks are numbered in the order programs started), counts the touched rows
-   (``last != 0``) of its block of ``BLOCK_R`` rows and publishes the count at once (status word ``1 << 32 | count``);
-   it then walks the status words of earlier blocks backwards, ``WINDOW`` at a time (one vector load each), adding
-   counts until it meets an inclusive prefix (``2 << 32 | prefix``), publishes its own inclusive prefix, and writes
-   its touched rows' ids (int64, ascending: the first output) and list tails at their slots. Block t waits only on
-   blocks with smaller tickets, which have all started, so the wait always ends (it is also capped: a broken GPU
-   ordering would give a wrong answer, never a hang). The last ticket writes U.
-4. Triton ``_rowwise_adagrad_kernel``, over the U output slots (a grid for the worst case ``min(lookups, rows)``;
-   slots at or past U, read from the device, are masked off): a program takes ``BLOCK_P`` consecutive slots (dense:
-   every lane is a touched row, rows ascending). Its table rows and state are loaded at once (they do not depend on
-   the gradient), then the gradient rows of each row's list are summed (the tail lookup directly, the rest of the
-   list -- 0.1 lookups on average -- in a loop that ends when no lane's list continues; grad_output is 4 MB and
-   stays in L2), and ``m' = m + mean(g^2)`` and ``w' = w - g * (lr / (sqrt(m') + eps))`` (the problem's update,
-   rounded slightly differently) are written at the slot.
+1. One ``torch.zeros`` (16 MB at full size, ~4.6 us): U, the scan's status words and ``last`` (one int32 per table
+   row). Unlike s14-a's epochs, it leaves ``last`` in L2 for the link kernel's exchanges without any prefetch
+   instruction (the shipped kernel's 14.8 us link time was measured this way).
+2. Triton ``_link_kernel`` (800 programs of 1024 lookups, 48 registers, one wave): lookup ``j`` of row ``r`` swaps
+   ``1 << (JB + 1) | (j + 1)`` into ``last[r]`` (relaxed int32 exchange), keeps a displaced entry as ``link[j]``
+   and then sets the row's repeat flag (bit JB, relaxed ``atomic_or``); the lookups that displaced nothing are their
+   rows' first, and each program adds its number of them to U, so U is known when this kernel ends.
+3. U is copied to pinned host memory on a side stream that waits for the link kernel; the main stream goes on.
+4. Triton ``_scan_kernel``, one wave (489 blocks of 8192 rows, 8 warps, 64 registers, 4 per SM): count, publish,
+   sum the earlier blocks' counts (a block that never publishes is counted from ``last``: no block waits on another
+   being scheduled), then warp-local cumsums give the touched rows their slots; each slot gets the record
+   ``row << 32 | flag << JB | (j1 + 1)`` and the state ``momentum[row]``, read here as 16-byte vectors in row order
+   (not one 32-byte DRAM sector per touched row in the update kernel).
+5. Triton ``_update_kernel``, persistent, autotuned over the same six configs as s14-a (``tl.range`` pipelines of
+   4-6 stages holding 120-320 table rows in flight per SM in shared memory, and a registers-only shape).
 
-The output size U depends on the data: the outputs are allocated for the worst case and every kernel is launched
-*before* the one host synchronisation that reads U; the results are the first U rows of those buffers.
+The outputs are allocated for the worst case and every kernel is launched before the one host synchronisation,
+which waits for U's copy (the link kernel's end), not for the update kernel: the forward returns views of the first
+U rows while the update kernel still runs (the current stream orders every later use of them).
 
-Why it should approach the floor (0.77 GB compulsory, 184 us at the H200's copy bandwidth): the former version ran an
-int64 -> int32 conversion, ``torch.sort`` of the 819k keys with a permutation (several CUB launches and passes, each
-on the critical path), a run-head kernel and ``torch.cumsum`` before its update kernel could start. Now the update
-kernel waits only on one 16 MB memset, 819k independent int32 exchanges on an L2-resident array and one 16 MB scan
-(about 60 MB of traffic in all, against the update's ~0.8 GB of row reads and writes), and its lanes are all touched
-rows (the former kernel's programs were 10 % idle lanes on the non-head positions). ``triton.autotune`` picks slots
-per program and warps of the update kernel on the GPU (one config under ``TRITON_INTERPRET=1``); the link and scan
-kernels have atomics and state, so they run one fixed shape each (their work is small and not gather-bound).
+Where the microseconds go (cold device time, full size; shipped 385-395 us, floor 183.7 us): zero fill 4.6 us and
+its kernel boundary (~1-2 us); link ~15 us; scan ~7-9 us (its state loads now wait on DRAM: no prefetch); update
+~195-215 us; no tail after the update kernel (the shipped file's D2H copy, host wake-up and slices, ~10-30 us).
+Estimated before any GPU run: ~225-250 us.
+
+A repeated row's fp32 summation order is the GPU's exchange order (as shipped). The link and scan kernels have
+atomics and state, so they run one fixed shape each; the update kernel only reads what they wrote (and writes its
+outputs and a list it rebuilds every run), so its tuning runs need no state restored.
+
+Measured on the H200 (session 14's variant run, ``outputs/records/h200-dlrm-s14-variants``): 285.2 us of cold
+device time against the former kernel's 473.2 us (0.603x, interval 0.599-0.606), 1.55x the floor; 0.62x per call
+(interval 0.61-0.64). ``s14-a`` measured 286.8 us. The estimate above (~225-250 us) was low: the update kernel is
+further from the bandwidth than assumed.
 """
 import os
 
@@ -50,20 +50,31 @@ import triton.language as tl
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
-#: spin-wait cap of the look-back (loop iterations): a wrong answer instead of a hang if ever exceeded
-MAX_SPINS = 1 << 22
-# status words of the look-back: ``flag << 32 | value``, flag 1 = the block's count, 2 = its inclusive prefix,
-# 0 = not yet published (the buffer is zero-filled every call)
+#: look-back spin cap (re-reads of one window of status words) before a program counts an unpublished block itself
+MAX_SPINS = 1 << 12
 
-#: sm_90 (Triton 3.9 ptxas) registers, no spills: [16 slots, 4 warps] 76, [32, 8] 70, [64, 16] 77 -> 6, 3, 1
-#: programs per SM, 64-96 touched rows in flight per SM (link kernel 32 registers, scan kernel 78 at 8 warps)
+#: update kernel (persistent: ``PROGS`` programs per SM, each looping over the chunks p, p + G, p + 2G, ... of
+#: ``BLOCK_P`` output slots; ``STAGES`` 0: registers only, >= 2: ``tl.range`` software pipeline of that many stages;
+#: ``STAGED``: grad_output rows staged through shared memory too). sm_90 under Triton 3.6's ptxas (the GPU's), no
+#: spills at these ``maxnreg`` caps: registers / dynamic shared memory -> programs per SM that fit = ``PROGS`` ->
+#: table rows in flight per SM ((STAGES - 1) chunks x BLOCK_P x PROGS):
+#:   [16, 4 stages, 4 warps]          96 / 25.4 KB -> 5 -> 240 rows (grad rows loaded in the iteration)
+#:   [16, 5 stages, 4 warps]          96 / 33.8 KB -> 5 -> 320 rows
+#:   [8, 4 stages, 2 warps]           96 / 12.8 KB -> 10 -> 240 rows
+#:   [8, 6 stages, 4 warps]           80 / 21.2 KB -> 6 -> 240 rows
+#:   [8, 4 stages, 4 warps, STAGED]   80 / 36.9 KB -> 5 -> 120 rows (no load waited for in the iteration)
+#:   [16, registers, 4 warps]        104 / 0 -> 4 -> 64 rows (all of a chunk's loads at once; no pipeliner)
 _UPDATE_CONFIGS = [
-    triton.Config({"BLOCK_P": 16}, num_warps=4),
-    triton.Config({"BLOCK_P": 32}, num_warps=8),
-    triton.Config({"BLOCK_P": 64}, num_warps=16),
+    triton.Config({"BLOCK_P": 16, "PROGS": 5, "STAGES": 4, "STAGED": False}, num_warps=4, num_stages=1, maxnreg=96),
+    triton.Config({"BLOCK_P": 16, "PROGS": 5, "STAGES": 5, "STAGED": False}, num_warps=4, num_stages=1, maxnreg=96),
+    triton.Config({"BLOCK_P": 8, "PROGS": 10, "STAGES": 4, "STAGED": False}, num_warps=2, num_stages=1, maxnreg=96),
+    triton.Config({"BLOCK_P": 8, "PROGS": 6, "STAGES": 6, "STAGED": False}, num_warps=4, num_stages=1, maxnreg=80),
+    triton.Config({"BLOCK_P": 8, "PROGS": 5, "STAGES": 4, "STAGED": True}, num_warps=4, num_stages=1, maxnreg=80),
+    triton.Config({"BLOCK_P": 16, "PROGS": 4, "STAGES": 0, "STAGED": False}, num_warps=4, num_stages=1, maxnreg=104),
 ]
 if _INTERPRET:
-    _UPDATE_CONFIGS = [triton.Config({"BLOCK_P": 16}, num_warps=4)]
+    _UPDATE_CONFIGS = [triton.Config({"BLOCK_P": 16, "PROGS": 2, "STAGES": 3, "STAGED": False}, num_warps=4,
+                                     num_stages=1)]
 
 
 def _bench(kernel_call, quantiles):
@@ -140,138 +151,375 @@ def _launch(kernel, key, grid, *args, **kwargs):
 
 
 @triton.jit
-def _link_kernel(idx_ptr, last_ptr, link_ptr, n, BLOCK: tl.constexpr):
-    """Per lookup j of row r: ``link[j]`` = the lookup of r that was ``last[r]`` before j swapped itself in (0 for
-    none), so every touched row's lookups form one list from ``last[r]`` backwards (positions + 1, 0 ends it)."""
-    j = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+def _l2_prefetch(ptr, nbytes):
+    """``cp.async.bulk.prefetch.L2`` of ``nbytes`` (a multiple of 16; 0: nothing) at ``ptr`` (16-byte aligned), per
+    element: a hint that fetches DRAM lines into L2 without registers, waiting or results (sm_90, PTX 8.0)."""
+    tl.inline_asm_elementwise(
+        asm="{ .reg .pred p; setp.gt.s32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        constraints="=r,l,r", args=[ptr, nbytes], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit(do_not_specialize=["epoch"])
+def _link_kernel(idx_ptr, last_ptr, link_ptr, u_ptr, n, last_bytes, epoch, JB: tl.constexpr, BLOCK: tl.constexpr,
+                 PF_BYTES: tl.constexpr, PF_THREADS: tl.constexpr):
+    """Per lookup j of row r: swap this call's entry ``epoch << (JB + 1) | (j + 1)`` into ``last[r]`` (relaxed); if
+    the displaced entry is this call's (an earlier lookup of r), ``link[j]`` = its ``j + 1`` (else 0) and r's repeat
+    flag (bit JB) is set by a relaxed ``atomic_or`` on the same word (same thread, same address: after the swap, so
+    the final entry of every row with two or more lookups carries it). A lookup that displaced no entry of this call
+    is its row's first: the program adds its number of them to U (one atomic per program). First, each of the
+    program's ``PF_THREADS`` threads prefetches ``PF_BYTES`` of ``last`` into L2 (its share of the whole array; no
+    fill precedes this kernel, so without it every exchange would miss L2)."""
+    pid = tl.program_id(0)
+    if PF_BYTES > 0:
+        off = (pid * PF_THREADS + tl.arange(0, PF_THREADS)).to(tl.int64) * PF_BYTES
+        size = (tl.minimum(tl.maximum(last_bytes - off, 0), PF_BYTES) & -16).to(tl.int32)
+        _l2_prefetch(last_ptr + off // 4, size)
+    j = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     m = j < n
     r = tl.load(idx_ptr + j, mask=m, other=0)
-    prev = tl.atomic_xchg(last_ptr + r, (j + 1).to(tl.int32), mask=m, sem="relaxed")
-    tl.store(link_ptr + j, prev, mask=m)
+    ety = last_ptr.dtype.element_ty
+    tag = epoch.to(ety) << (JB + 1)
+    prev = tl.atomic_xchg(last_ptr + r, tag | (j + 1).to(ety), mask=m, sem="relaxed")
+    mine = (prev >> (JB + 1)) == epoch
+    hit = m & mine
+    tl.atomic_or(last_ptr + r, tl.full([BLOCK], 1, ety) << JB, mask=hit, sem="relaxed")
+    low = (tl.full([BLOCK], 1, ety) << JB) - 1
+    tl.store(link_ptr + j, tl.where(hit, prev & low, 0).to(tl.int32), mask=m)
+    first = tl.sum((m & (mine == 0)).to(tl.int64), axis=0)
+    tl.atomic_add(u_ptr, first, sem="relaxed")
 
 
 @triton.jit
-def _lookback(state_ptr, t, WINDOW: tl.constexpr, MAX_SPIN: tl.constexpr):
-    """Exclusive prefix of scan block ``t``: walks the status words of blocks ``t - 1, t - 2, ...`` back in windows
-    of ``WINDOW`` (one vector load each), summing block counts (flag 1) until the nearest inclusive prefix (flag 2);
-    re-reads a window while a word it needs is unpublished (those blocks hold smaller tickets: they have started)."""
-    prefix = (t * 0).to(tl.int64)
-    hi = t.to(tl.int64)
-    done = (t == 0).to(tl.int32)
-    spins = 0
-    while (done == 0) & (spins < MAX_SPIN):
-        q = hi - WINDOW + tl.arange(0, WINDOW)
-        inw = q >= 0
-        st = tl.load(state_ptr + q, mask=inw, other=0, volatile=True)
-        flag = st >> 32
-        pidx = tl.max(tl.where(inw & (flag == 2), q, -1), axis=0)
-        need = inw & (q >= pidx)
-        missing = tl.sum((need & (flag == 0)).to(tl.int32), axis=0)
-        if missing == 0:
-            prefix += tl.sum(tl.where(need, st & 0xFFFFFFFF, 0), axis=0)
-            done = ((pidx >= 0) | (hi <= WINDOW)).to(tl.int32)
-            hi -= WINDOW
-        else:
+def _warp_counts(last_ptr, base, N, epoch, JB: tl.constexpr, W: tl.constexpr, NCH: tl.constexpr):
+    """Touched rows (this call's ``last`` entries) per warp of scan block ``base``: warp w owns the ``NCH * 128``
+    consecutive rows from ``base + w * NCH * 128`` and reads them as NCH loads of 128 words (a 16-byte vector per
+    thread), unrolled (all in flight), counted per lane and summed within the warp. An entry is this call's iff it
+    is at least ``epoch << (JB + 1)``: no entry of a later epoch exists (``last`` is zeroed when the epochs wrap)."""
+    rw = tl.arange(0, W)[:, None] * (NCH * 128) + tl.arange(0, 128)[None, :]
+    lo = epoch.to(last_ptr.dtype.element_ty) << (JB + 1)
+    cnt = tl.zeros([W, 128], dtype=tl.int32)
+    for k in tl.static_range(NCH):
+        r = base + k * 128 + rw
+        e = tl.load(last_ptr + r, mask=r < N, other=0)
+        cnt += (e >= lo).to(tl.int32)
+    return tl.sum(cnt, axis=1)
+
+
+@triton.jit
+def _block_prefix(status_ptr, last_ptr, t, N, epoch, JB: tl.constexpr, W: tl.constexpr, NCH: tl.constexpr,
+                  WIN: tl.constexpr, MAX_SPIN: tl.constexpr):
+    """The number of touched rows before scan block ``t``: the sum of the counts that blocks ``0 .. t - 1`` published
+    (status word ``epoch << 32 | count``; a word of another epoch is unpublished), read ``WIN`` words per load. The
+    grid is about one wave and a block publishes right after its own count, so the words are there or arrive within
+    a few hundred ns; a word still missing after ``MAX_SPIN`` re-reads is not waited for (a block that is not
+    resident yet, or a GPU that runs blocks out of order): its block is counted here from ``last``, so the look-back
+    never depends on another program being scheduled."""
+    prefix = t * 0
+    ar = tl.arange(0, WIN)
+    for lo in range(0, t, WIN):
+        q = lo + ar
+        inw = q < t
+        st = tl.load(status_ptr + q, mask=inw, other=0, volatile=True)
+        good = (st >> 32) == epoch
+        miss = tl.sum((inw & (good == 0)).to(tl.int32), axis=0)
+        spins = 0
+        while (miss > 0) & (spins < MAX_SPIN):
+            need = inw & (good == 0)
+            st2 = tl.load(status_ptr + q, mask=need, other=0, volatile=True)
+            new = need & ((st2 >> 32) == epoch)
+            st = tl.where(new, st2, st)
+            good = good | new
+            miss = tl.sum((inw & (good == 0)).to(tl.int32), axis=0)
             spins += 1
+        prefix += tl.sum(tl.where(inw & good, st & 0xFFFFFFFF, 0), axis=0).to(tl.int32)
+        if miss > 0:
+            for i in range(0, WIN):
+                if tl.sum((inw & (good == 0) & (ar == i)).to(tl.int32), axis=0) > 0:
+                    prefix += tl.sum(_warp_counts(last_ptr, (lo + i) * (W * NCH * 128), N, epoch, JB, W, NCH), axis=0)
     return prefix
 
 
-@triton.jit
-def _scan_kernel(last_ptr, state_ptr, counter_ptr, u_ptr, rows_out, tails_ptr, N, n_blocks,
-                 BLOCK_R: tl.constexpr, WINDOW: tl.constexpr, MAX_SPIN: tl.constexpr):
-    """Scan block ``t`` (a ticket): its touched rows (``last != 0``) get the slots ``prefix + 0, 1, ...`` in row
-    order; writes their ids (``rows_out``) and list tails (``tails``); the last block writes U."""
-    t = tl.atomic_add(counter_ptr, 1, sem="relaxed")
-    r = t.to(tl.int64) * BLOCK_R + tl.arange(0, BLOCK_R)
-    rmask = r < N
-    tail = tl.load(last_ptr + r, mask=rmask, other=0)
-    touched = (tail != 0).to(tl.int64)
-    cnt = tl.sum(touched, axis=0)
-    tl.atomic_xchg(state_ptr + t, (tl.where(t == 0, 2, 1).to(tl.int64) << 32) | cnt, sem="release")
-    prefix = _lookback(state_ptr, t, WINDOW, MAX_SPIN)
-    if t > 0:
-        tl.atomic_xchg(state_ptr + t, (2 << 32) | (prefix + cnt), sem="release")
-    slot = prefix + tl.cumsum(touched, axis=0) - touched
-    hit = touched != 0
-    tl.store(rows_out + slot, r, mask=hit)
-    tl.store(tails_ptr + slot, tail, mask=hit)
-    if t == n_blocks - 1:
-        tl.store(u_ptr, prefix + cnt)
+@triton.jit(do_not_specialize=["epoch"])
+def _scan_kernel(last_ptr, status_ptr, mom_ptr, rec_ptr, momc_ptr, u_next_ptr, N, epoch, JB: tl.constexpr,
+                 W: tl.constexpr, NCH: tl.constexpr, WIN: tl.constexpr, MAX_SPIN: tl.constexpr, PF: tl.constexpr):
+    """Scan block ``pid`` = rows [pid * R, (pid + 1) * R), R = W * NCH * 128, warp w owning the NCH * 128 rows from
+    w * NCH * 128 (:func:`_warp_counts`): count its touched rows, publish the count, add the earlier blocks' counts
+    (:func:`_block_prefix`) and the earlier warps' counts, then each warp gives its touched rows the slots that follow
+    in row order, 128 rows (a 16-byte vector per thread) at a time, with a cumsum within the warp (no barrier), and
+    writes each slot's record: ``row << 32 | flag << JB | (j1 + 1)`` (the row, its repeat flag and its last lookup)
+    and its state ``momentum[row]`` (read here as whole 16-byte vectors in row order, instead of one 32-byte sector
+    per row in the update kernel). First, each thread prefetches ``PF`` bytes of the block's ``momentum`` into L2.
+    Block 0 also zeroes the U counter of the next call (the other one of the two)."""
+    pid = tl.program_id(0)
+    base = pid * (W * NCH * 128)
+    if PF > 0:
+        off = base.to(tl.int64) * 4 + tl.arange(0, W * 32) * PF
+        size = (tl.minimum(tl.maximum(N.to(tl.int64) * 4 - off, 0), PF) & -16).to(tl.int32)
+        _l2_prefetch(mom_ptr + off // 4, size)
+    wc = _warp_counts(last_ptr, base, N, epoch, JB, W, NCH)
+    cnt = tl.sum(wc, axis=0)
+    tl.atomic_xchg(status_ptr + pid, (epoch.to(tl.int64) << 32) | cnt.to(tl.int64), sem="relaxed")
+    if pid == 0:
+        tl.store(u_next_ptr, cnt.to(tl.int64) * 0)
+    prefix = _block_prefix(status_ptr, last_ptr, pid, N, epoch, JB, W, NCH, WIN, MAX_SPIN)
+    woff = prefix + tl.cumsum(wc, axis=0) - wc  # first slot of each warp's rows
+    rw = tl.arange(0, W)[:, None] * (NCH * 128) + tl.arange(0, 128)[None, :]
+    keep = (2 << JB) - 1  # j + 1 of the row's last lookup and the repeat flag
+    lo = epoch.to(last_ptr.dtype.element_ty) << (JB + 1)
+    for k in tl.static_range(NCH):
+        r = base + k * 128 + rw
+        rm = r < N
+        e = tl.load(last_ptr + r, mask=rm, other=0)
+        mom = tl.load(mom_ptr + r, mask=rm, other=0.0)
+        ti = (e >= lo).to(tl.int32)
+        slot = woff[:, None] + tl.cumsum(ti, axis=1) - ti
+        hit = ti != 0
+        tl.store(rec_ptr + slot, (r.to(tl.int64) << 32) | (e & keep).to(tl.int64), mask=hit)
+        tl.store(momc_ptr + slot, mom, mask=hit)
+        woff += tl.sum(ti, axis=1)
 
 
-@triton.autotune(configs=_UPDATE_CONFIGS, key=["D", "BAG"], do_bench=_bench)
 @triton.jit
-def _rowwise_adagrad_kernel(rows_ptr, tails_ptr, u_ptr, link_ptr, grad_ptr, w_ptr, mom_ptr, w_out, mom_out, D,
-                            lr, eps, BAG: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_P: tl.constexpr):
-    u = tl.load(u_ptr)
-    s = tl.program_id(0).to(tl.int64) * BLOCK_P + tl.arange(0, BLOCK_P)
-    valid = s < u
-    row = tl.load(rows_ptr + s, mask=valid, other=0)
-    j = tl.load(tails_ptr + s, mask=valid, other=1).to(tl.int64) - 1
-    d = tl.arange(0, BLOCK_D)
-    dmask = d < D
-    vmask = valid[:, None] & dmask[None, :]
-    w = tl.load(w_ptr + row[:, None] * D + d[None, :], mask=vmask, other=0.0)
-    mom = tl.load(mom_ptr + row, mask=valid, other=0.0)
-    acc = tl.load(grad_ptr + (j // BAG)[:, None] * D + d[None, :], mask=vmask, other=0.0).to(tl.float32)
-    nxt = tl.load(link_ptr + j, mask=valid, other=0)
-    cont = nxt != 0
-    while tl.sum(cont.to(tl.int32), axis=0) > 0:
-        j = nxt.to(tl.int64) - 1
-        acc += tl.load(grad_ptr + (j // BAG)[:, None] * D + d[None, :], mask=cont[:, None] & dmask[None, :],
-                       other=0.0).to(tl.float32)
-        nxt = tl.load(link_ptr + j, mask=cont, other=0)
-        cont = nxt != 0
+def _store_rows(w, acc, mom, s, keep, row, rows_out, w_out, mom_out, lr, eps, d, dm, D: tl.constexpr):
+    """``m' = m + mean(g^2)``, ``w' = w - g * (lr / (sqrt(m') + eps))``, stored at the chunk's slots ``s`` (rows
+    ``keep``) with their row ids; the updated rows as streaming stores (evict-first)."""
     new_mom = mom + tl.sum(acc * acc, axis=1) / D
     step = lr / (tl.sqrt(new_mom) + eps)
-    tl.store(mom_out + s, new_mom, mask=valid)
-    tl.store(w_out + s[:, None] * D + d[None, :], w - acc * step[:, None], mask=vmask)
+    tl.store(mom_out + s, new_mom, mask=keep)
+    tl.store(rows_out + s, row, mask=keep)
+    tl.store(w_out + s.to(tl.int64)[:, None] * D + d[None, :], w - acc * step[:, None],
+             mask=keep[:, None] & dm[None, :], cache_modifier=".cs")
+
+
+@triton.jit
+def _walk_rest(acc, nxt, link_ptr, grad_ptr, d, dm, D: tl.constexpr, BAG: tl.constexpr):
+    """Adds the ``grad_output`` rows of the rest of each row's list from ``nxt`` (``j + 1`` of its next lookup, 0:
+    none) to ``acc``; the loop runs only while a row of the chunk has lookups left."""
+    cont = nxt != 0
+    while tl.max(cont.to(tl.int32), axis=0) > 0:
+        jn = tl.where(cont, nxt - 1, 0)
+        acc += tl.load(grad_ptr + (jn // BAG)[:, None] * D + d[None, :], mask=cont[:, None] & dm[None, :],
+                       other=0.0, eviction_policy="evict_last").to(tl.float32)
+        nxt = tl.load(link_ptr + jn, mask=cont, other=0)
+        cont = nxt != 0
+    return acc
+
+
+@triton.autotune(configs=_UPDATE_CONFIGS, key=["D", "BAG", "JB"], do_bench=_bench)
+@triton.jit
+def _update_kernel(rec_ptr, momc_ptr, u_ptr, link_ptr, grad_ptr, w_ptr, rows_out, w_out, mom_out, deep_ptr, lr, eps,
+                   D: tl.constexpr, BAG: tl.constexpr, JB: tl.constexpr, BLOCK_D: tl.constexpr,
+                   BLOCK_P: tl.constexpr, PROGS: tl.constexpr, STAGES: tl.constexpr, STAGED: tl.constexpr):
+    """Program p updates the output slots of chunks p, p + G, p + 2G, ... (G programs, ``BLOCK_P`` slots a chunk, up
+    to U) from the slot records the scan wrote (row, repeat flag and last lookup; state).
+
+    ``STAGES`` = 0: registers only, and no load of a chunk waits on another load of the same chunk: its records were
+    loaded two chunks earlier and the second-to-last lookups of its repeated rows (``link`` at the last lookup) one
+    chunk earlier, so the table rows (DRAM, evict-first), the state, the ``grad_output`` rows of both lookups (L2:
+    4 MB, evict-last; the second masked to the 10 % of rows that have one) and the third-lookup test go out
+    together, followed by the next chunk's links and the records two chunks ahead. Rows with three or more lookups
+    (0.6 % of the touched rows) walk the rest of their list in a loop that runs only when the chunk has one.
+    ``STAGES`` >= 2: Triton's software pipeliner (``tl.range``) copies the records, then the table rows, the state
+    and the links of the next ``STAGES - 1`` chunks to shared memory (``cp.async``) while the current chunk runs;
+    the ``grad_output`` rows (L2) are loaded in the chunk's own iteration, inside an ``if`` the pipeliner does not
+    enter. A loop inside the pipelined loop would stop the pipelining, so rows with three or more lookups are not
+    stored there: their slots go to the program's own list (in ``deep``: entry k at chunk p + (k // BLOCK_P) G's
+    slots, which only this program uses) and are redone with a full list walk after the loop."""
+    pid = tl.program_id(0)
+    G = tl.num_programs(0)
+    u = tl.load(u_ptr).to(tl.int32)
+    nch = tl.cdiv(u, BLOCK_P)
+    ar = tl.arange(0, BLOCK_P)
+    d = tl.arange(0, BLOCK_D)
+    dm = d < D
+    low = (1 << JB) - 1
+    if STAGES == 0:
+        s = pid * BLOCK_P + ar
+        rec_a = tl.load(rec_ptr + s, mask=s < u, other=1)
+        s = s + G * BLOCK_P
+        rec_b = tl.load(rec_ptr + s, mask=s < u, other=1)
+        l_a = tl.load(link_ptr + ((rec_a & low).to(tl.int32) - 1), mask=((rec_a >> JB) & 1) != 0, other=0)
+        for c in range(pid, nch, G):
+            s = c * BLOCK_P + ar
+            valid = s < u
+            row = rec_a >> 32
+            j1 = (rec_a & low).to(tl.int32) - 1
+            two = l_a != 0
+            j2 = tl.where(two, l_a - 1, 0)
+            w = tl.load(w_ptr + row[:, None] * D + d[None, :], mask=valid[:, None] & dm[None, :], other=0.0,
+                        eviction_policy="evict_first")
+            mom = tl.load(momc_ptr + s, mask=valid, other=0.0)
+            g1 = tl.load(grad_ptr + (j1 // BAG)[:, None] * D + d[None, :], mask=valid[:, None] & dm[None, :],
+                         other=0.0, eviction_policy="evict_last")
+            g2 = tl.load(grad_ptr + (j2 // BAG)[:, None] * D + d[None, :], mask=two[:, None] & dm[None, :],
+                         other=0.0, eviction_policy="evict_last")
+            nxt = tl.load(link_ptr + j2, mask=two, other=0)
+            l_b = tl.load(link_ptr + ((rec_b & low).to(tl.int32) - 1), mask=((rec_b >> JB) & 1) != 0, other=0)
+            s2 = s + 2 * G * BLOCK_P
+            rec_c = tl.load(rec_ptr + s2, mask=s2 < u, other=1)
+            acc = _walk_rest(g1.to(tl.float32) + g2.to(tl.float32), nxt, link_ptr, grad_ptr, d, dm, D, BAG)
+            _store_rows(w, acc, mom, s, valid, row, rows_out, w_out, mom_out, lr, eps, d, dm, D)
+            rec_a, l_a, rec_b = rec_b, l_b, rec_c
+    else:
+        n_deep = 0
+        for c in tl.range(pid, nch, G, num_stages=STAGES):
+            s = c * BLOCK_P + ar
+            valid = s < u
+            rec = tl.load(rec_ptr + s, mask=valid, other=1)
+            row = rec >> 32
+            j1 = (rec & low).to(tl.int32) - 1
+            w = tl.load(w_ptr + row[:, None] * D + d[None, :], mask=valid[:, None] & dm[None, :], other=0.0,
+                        eviction_policy="evict_first")
+            mom = tl.load(momc_ptr + s, mask=valid, other=0.0)
+            l1 = tl.load(link_ptr + j1, mask=((rec >> JB) & 1) != 0, other=0)
+            two = l1 != 0
+            j2 = tl.where(two, l1 - 1, 0)
+            if STAGED:
+                # grad_output rows and the third-lookup test staged through shared memory too (a stage later)
+                acc = tl.load(grad_ptr + (j1 // BAG)[:, None] * D + d[None, :], mask=valid[:, None] & dm[None, :],
+                              other=0.0).to(tl.float32)
+                acc += tl.load(grad_ptr + (j2 // BAG)[:, None] * D + d[None, :], mask=two[:, None] & dm[None, :],
+                               other=0.0).to(tl.float32)
+                deep = tl.load(link_ptr + j2, mask=two, other=0) != 0
+            else:
+                acc = tl.zeros([BLOCK_P, BLOCK_D], dtype=tl.float32)
+                deep = l1 < 0
+                if u > 0:  # (always) grad_output rows from L2 in this iteration: not staged through shared memory
+                    acc = tl.load(grad_ptr + (j1 // BAG)[:, None] * D + d[None, :],
+                                  mask=valid[:, None] & dm[None, :], other=0.0,
+                                  eviction_policy="evict_last").to(tl.float32)
+                    acc += tl.load(grad_ptr + (j2 // BAG)[:, None] * D + d[None, :],
+                                   mask=two[:, None] & dm[None, :], other=0.0,
+                                   eviction_policy="evict_last").to(tl.float32)
+                    deep = tl.load(link_ptr + j2, mask=two, other=0) != 0
+            _store_rows(w, acc, mom, s, valid & (deep == 0), row, rows_out, w_out, mom_out, lr, eps, d, dm, D)
+            di = deep.to(tl.int32)
+            nd = tl.sum(di, axis=0)
+            if nd > 0:
+                pos = n_deep + tl.cumsum(di, axis=0) - di
+                tl.store(deep_ptr + (pid + (pos // BLOCK_P) * G) * BLOCK_P + pos % BLOCK_P, s, mask=deep)
+                n_deep += nd
+        if n_deep > 0:
+            tl.debug_barrier()  # the list was stored by other threads of this program
+            for k0 in range(0, n_deep, BLOCK_P):
+                km = k0 + ar < n_deep
+                s = tl.load(deep_ptr + (pid + (k0 // BLOCK_P) * G) * BLOCK_P + ar, mask=km, other=0)
+                rec = tl.load(rec_ptr + s, mask=km, other=1)
+                row = rec >> 32
+                j1 = (rec & low).to(tl.int32) - 1
+                w = tl.load(w_ptr + row[:, None] * D + d[None, :], mask=km[:, None] & dm[None, :], other=0.0)
+                mom = tl.load(momc_ptr + s, mask=km, other=0.0)
+                acc = tl.load(grad_ptr + (j1 // BAG)[:, None] * D + d[None, :], mask=km[:, None] & dm[None, :],
+                              other=0.0).to(tl.float32)
+                nxt = tl.load(link_ptr + j1, mask=km, other=0)
+                acc = _walk_rest(acc, nxt, link_ptr, grad_ptr, d, dm, D, BAG)
+                _store_rows(w, acc, mom, s, km, row, rows_out, w_out, mom_out, lr, eps, d, dm, D)
 
 
 class ModelNew(nn.Module):
     """Same interface as the problem's ``Model``: (indices, grad_output, weight, momentum) -> (rows, new rows, new
-    state); the inputs are only read. ``BLOCK_L`` lookups per link program, ``BLOCK_R`` table rows per scan block,
-    ``WINDOW`` status words per look-back load (class attributes, so tests can shrink them)."""
+    state); the inputs are only read. Forward: one zero fill and three Triton launches, and one wait for U that ends
+    before the last kernel does. ``LINK_BLOCK`` lookups per link program; ``SCAN_WARPS`` warps of ``NCH * 128``
+    rows per scan block, ``WIN`` status words per look-back load (class attributes, so tests can shrink them)."""
 
-    BLOCK_L = 1024
-    BLOCK_R = 2048
-    WINDOW = 32
+    LINK_BLOCK = 1024
+    LINK_WARPS = 4
+    SCAN_WARPS = 8
+    #: scan programs per SM that fit at once (sm_90 registers, in the module docstring): the scan grid is one wave
+    SCAN_PROGS = 4
+    #: most unrolled chunk loads per scan block (above: more blocks than one wave)
+    SCAN_MAX_NCH = 16
+    WIN = 512
+    #: the one epoch of every call (``last`` and the status words are zeroed per call)
+    EPOCH = 1
 
     def __init__(self, num_embeddings: int, embedding_dim: int):
         super().__init__()
         self.lr = 0.005
         self.eps = 1e-8
+        self._scratch = {}
+        self._sms = {}
+
+    def _num_sms(self, dev):
+        key = str(dev)
+        if key not in self._sms:
+            self._sms[key] = (torch.cuda.get_device_properties(dev).multi_processor_count if dev.type == "cuda"
+                              else 4)
+        return self._sms[key]
+
+    def _scratch_for(self, dev, n_rows: int, n: int):
+        """Scratch for (device, rows, lookups) that every call overwrites before reading it: ``link`` (one int32 per
+        lookup), ``rec``, ``momc`` and ``deep`` (per output slot), and on a GPU a pinned host word, a side stream and
+        two events for U."""
+        key = (str(dev), n_rows, n)
+        st = self._scratch.get(key)
+        if st is None:
+            cap = min(n, n_rows)
+            st = {"link": torch.empty(n, dtype=torch.int32, device=dev),
+                  "rec": torch.empty(cap, dtype=torch.int64, device=dev),
+                  "momc": torch.empty(cap, dtype=torch.float32, device=dev),
+                  "deep": torch.empty(cap + 64, dtype=torch.int32, device=dev)}
+            if dev.type == "cuda":
+                st["host"] = torch.zeros(2, dtype=torch.int64, pin_memory=True)
+                st["stream"] = torch.cuda.Stream(device=dev)
+                st["done"], st["copied"] = torch.cuda.Event(), torch.cuda.Event()
+            self._scratch[key] = st
+        return st
 
     def forward(self, indices: torch.Tensor, grad_output: torch.Tensor, weight: torch.Tensor,
                 momentum: torch.Tensor):
         batch, bag = indices.shape
         n_rows, dim = weight.shape
-        n = indices.numel()
-        if n_rows >= 2**31 or n >= 2**31 - 1:
-            raise ValueError("this kernel indexes rows and lookups with int32 (< 2**31)")
-        dev = indices.device
+        n = batch * bag
         cap = min(n, n_rows)
+        if (n_rows + 128 * self.SCAN_WARPS * self.SCAN_MAX_NCH >= 2**31 or n >= 2**29 or cap * max(dim, 1) >= 2**31
+                or batch * max(dim, 1) >= 2**31):
+            raise ValueError("this kernel indexes rows, lookups and output elements with int32")
+        dev = weight.device
         rows = torch.empty(cap, dtype=torch.int64, device=dev)
         new_weight = torch.empty(cap, dim, dtype=weight.dtype, device=dev)
         new_momentum = torch.empty(cap, dtype=momentum.dtype, device=dev)
         if cap == 0:
             return rows, new_weight, new_momentum
         weight, momentum, grad_output = weight.contiguous(), momentum.contiguous(), grad_output.contiguous()
-        flat = indices.reshape(-1).contiguous()
-        n_blocks = triton.cdiv(n_rows, self.BLOCK_R)
-        # one memset: [status words (n_blocks) | ticket counter | U | last (int32 per row)]
-        buf = torch.zeros(n_blocks + 2 + (n_rows + 1) // 2, dtype=torch.int64, device=dev)
-        state, counter, u = buf[:n_blocks], buf[n_blocks:n_blocks + 1], buf[n_blocks + 1:n_blocks + 2]
-        last = buf[n_blocks + 2:].view(torch.int32)
-        link = torch.empty(n, dtype=torch.int32, device=dev)
-        tails = torch.empty(cap, dtype=torch.int32, device=dev)
-        _launch(_link_kernel, None, (triton.cdiv(n, self.BLOCK_L),), flat, last, link, n, BLOCK=self.BLOCK_L,
-                num_warps=4)
-        _launch(_scan_kernel, None, (n_blocks,), last, state, counter, u, rows, tails, n_rows, n_blocks,
-                BLOCK_R=self.BLOCK_R, WINDOW=self.WINDOW, MAX_SPIN=MAX_SPINS, num_warps=8)
-        _launch(_rowwise_adagrad_kernel, (dim, bag, weight.dtype, momentum.dtype, dev),
-                lambda meta: (triton.cdiv(cap, meta["BLOCK_P"]),),
-                rows, tails, u, link, grad_output, weight, momentum, new_weight, new_momentum, dim,
-                self.lr, self.eps, BAG=bag, BLOCK_D=triton.next_power_of_2(dim))
-        n_out = int(u.item())  # the one host synchronisation: after every launch
+        idx = indices if indices.is_contiguous() else indices.contiguous()
+        n_sm = self._num_sms(dev)
+        chunks = triton.cdiv(n_rows, 128 * self.SCAN_WARPS)  # rows a scan block reads per load
+        nch = min(self.SCAN_MAX_NCH, triton.cdiv(chunks, n_sm * self.SCAN_PROGS))
+        n_scan = triton.cdiv(chunks, nch)
+        st = self._scratch_for(dev, n_rows, n)
+        link, jb = st["link"], max(1, n.bit_length())
+        # one zero fill: [U | unused (zeroed by the scan) | status words | last (int32 per row)]; the fill leaves
+        # ``last`` in L2 for the link kernel's exchanges
+        n_status = n_scan + (n_scan & 1)  # keeps ``last`` 16-byte aligned (vector loads)
+        buf = torch.zeros(4 + n_status + (n_rows + 1) // 2, dtype=torch.int64, device=dev)
+        u, u_spare, status = buf[0:1], buf[2:3], buf[4:4 + n_scan]
+        last = buf[4 + n_status:].view(torch.int32)[:n_rows]
+        _launch(_link_kernel, None, (triton.cdiv(n, self.LINK_BLOCK),), idx, last, link, u, n, 0, self.EPOCH,
+                JB=jb, BLOCK=self.LINK_BLOCK, PF_BYTES=0, PF_THREADS=32 * self.LINK_WARPS,
+                num_warps=self.LINK_WARPS)
+        cuda = dev.type == "cuda"
+        if cuda:  # U is final when the link kernel ends (its copy is enqueued after the next two launches)
+            st["done"].record(torch.cuda.current_stream(dev))
+        _launch(_scan_kernel, None, (n_scan,), last, status, momentum, st["rec"], st["momc"], u_spare, n_rows,
+                self.EPOCH, JB=jb, W=self.SCAN_WARPS, NCH=nch, WIN=self.WIN, MAX_SPIN=MAX_SPINS, PF=0,
+                num_warps=self.SCAN_WARPS)
+        block_d = triton.next_power_of_2(dim)
+        _launch(_update_kernel, (dim, bag, jb, weight.dtype, dev),
+                lambda meta: (min(triton.cdiv(cap, meta["BLOCK_P"]), n_sm * meta["PROGS"]),),
+                st["rec"], st["momc"], u, link, grad_output, weight, rows, new_weight, new_momentum, st["deep"],
+                self.lr, self.eps, D=dim, BAG=bag, JB=jb, BLOCK_D=block_d)
+        # the one host synchronisation, after every launch: U is copied on a side stream that waits for the link
+        # kernel only, so the wait ends long before the update kernel, which keeps running; the outputs are views of
+        # buffers the current stream writes
+        if cuda:
+            side = st["stream"]
+            side.wait_event(st["done"])
+            with torch.cuda.stream(side):
+                st["host"][:1].copy_(u, non_blocking=True)
+                st["copied"].record(side)
+            st["copied"].synchronize()
+            n_out = int(st["host"][0])
+        else:
+            n_out = int(u.item())
         return rows[:n_out], new_weight[:n_out], new_momentum[:n_out]

@@ -1,38 +1,41 @@
-"""kbstudy-triton candidate for DLRM-Bench problem 9 (DLRM pairwise dot interaction) (persistent).
+"""kbstudy-triton candidate for DLRM-Bench problem 9 (DLRM pairwise dot interaction). Session 14's variant ``s14-a``
+(one whole sample per iteration, whole-sample L2 prefetch), shipped in session 14.
 
-A persistent grid (``PPS`` programs per SM) walks groups of ``S`` samples, one warp per sample: each sample's 27
-vectors (row 0 = dense, rows 1..26 = sparse, rows 27..31 masked to zero) form an ``[S, 32, D]`` block read ``BLOCK_K``
-= 32 columns at a time in ONE flattened loop over (group, chunk), so Triton's software pipeliner keeps
-``num_stages - 1`` chunks in flight across group boundaries (16-byte ``cp.async`` straight into shared memory, no
-register staging, no drain between groups). Row 0 is read through ``sparse_ptr`` + (dense - sparse) so that one load
-serves the whole block. Each chunk is a batched ``tl.dot`` ([S, 32, K] x [S, K, 32]: the MMA's warps split the
-batch, so no operand is loaded by two warps). fp32 accuracy from a hand-made 2-pass split instead of ``tf32x3``:
-``H`` = T with the low 13 mantissa bits cleared (exact in TF32), ``L = T - H``, and ``Z = H H^T + C + C^T`` with
-``C = H L^T`` (Z is symmetric, so 2 Tensor-Core passes instead of 3; the dropped ``L L^T`` and the TF32 truncation
-of ``L`` are ~2^-20 relative per product: emulated at 2048 x 27 x 128, max error 3.7e-5 against float64, 0.11 of
-KernelBench's atol/rtol 1e-4 bound, as plain fp32 matmul's 0.10). The dense chunk is copied to the output on the
-way; at a group's last chunk the strict lower triangle of ``z + c + c^T`` is stored to ``D + i(i-1)/2 + j``: no
-intermediate, no gather, no ``cat``; inputs read once, output written once (the compulsory 129 MB).
+A persistent grid (``PPS`` programs per SM, 1 or 2 warps each) walks samples pid, pid + G, pid + 2G, ... (G = the
+grid). One loop iteration is one WHOLE sample: its 27 vectors (row 0 = dense, read through ``sparse_ptr`` + (dense -
+sparse); rows 1..26 = sparse; rows 27..31 masked to zero) as ``NCHUNK`` = 4 loads of [32, 32] columns, which the
+pipeliner issues together as 16-byte ``cp.async`` one or two iterations ahead (``num_stages`` 3 / 4), so the memory
+system sees each sample's 13,312 contiguous sparse bytes (plus its 512-byte dense row) requested at once. The shipped
+kernel asks for 128-byte column chunks of every 512-byte row, the four chunks of a row ~2.5 us apart, i.e. random
+128-byte reads at 512-byte stride from the DRAM's point of view. On top, one thread of each program issues
+``cp.async.bulk.prefetch.L2`` (sm_90 TMA, no destination, no register, nothing to wait for) for the sample ``PF``
+iterations ahead: one bulk request for its sparse rows, one for its dense row. In Triton 3.6's SASS the prefetch and
+the next sample's ``cp.async`` both sit at the end of the loop body, so ``PF`` = ``num_stages`` puts the prefetch one
+iteration (~3 us) ahead of the copy: the copies hit the L2, and the DRAM streams whole samples as a copy does.
+The arithmetic is the shipped kernel's: fp32 accuracy from a 2-pass TF32 split (``H`` = T with the low 13 mantissa
+bits cleared, ``L = T - H``, ``Z = H H^T + C + C^T`` with ``C = H L^T``; 2 dots of [32, 32] x [32, 32] per chunk,
+emulated max error 3.7e-5 against float64, 0.11 of KernelBench's 1e-4), 2D dots (no batch dimension), the strict
+lower triangle stored to ``D + i(i-1)/2 + j`` (one row per warp store: coalesced), the dense row copied from a
+separate 512-byte load (an L2 hit); inputs read once, output written once (the compulsory 129 MB).
 
-Why it beats the session-12 kernel (one program per sample, 118.5 us device time, 3.9x its 30.4 us floor): its
-SASS (sm_90, Triton 3.6 and 3.9 alike) runs its M = 32 tile on a ``[4, 1]`` MMA warp grid of 16-row warps, so warps
-2-3 repeat warps 0-1, and tf32x3 stores and reloads hi/lo copies of both operands: per 32-column chunk of one sample
-48 HMMA and 24 ``ldmatrix.x4`` per warp, 8 ``st.shared.v4``, and the ``cp.async`` buffer read back: ~72 KB of
-shared-memory traffic per chunk, ~290 KB per sample, i.e. ~70 us of an SM's 128 B/clk for its 62 samples, plus one
-exposed HBM round trip per chunk (its copy of chunk k+1 is issued after chunk k's dots: 4 KB in flight per
-program, 5 programs per SM). Here (Triton 3.6 SASS) a chunk of one sample costs its warp one 4 KB ``cp.async`` write, 16
-``ldmatrix.x4`` (8 KB: A and B^T once) and 64 HMMA: ~12 KB of shared-memory traffic (6x less), the split done in
-registers after ``ldmatrix``; per sample ~1,600 warp instructions (4 chunks of 322 + a 311-instruction epilogue).
-Per SM: ~14 us of shared-memory time, ~8-16 us of HMMA, ~25k issue cycles, all below the ~31 us of HBM time, and
-4 programs x 2 chunks x 16 KB = 128 KB requested ahead (Little's law needs ~25-35 KB per SM at ~4.2 TB/s and 1-2 us
-of loaded latency). Program g takes groups g, g + grid, ...; grid = ``min(groups, PPS x SMs)``, so a config whose
-registers or shared memory do not fit ``PPS`` programs per SM just loses the tuning. Registers are capped with
-``maxnreg`` (Triton 3.6: 214 uncapped; at 128 only 24 bytes of stack, a few loop-invariant reloads per chunk).
-``triton.autotune`` picks S/warps, stages, cap and PPS on the GPU (one config under ``TRITON_INTERPRET=1``).
+Numbers (H200: 132 SMs, 4.27 TB/s copy; floor 30.3 us for 113 MB read + 15.7 MB written): per SM 62-63 samples,
+~975 KB, i.e. ~32 KB/us. Bytes in flight per SM from the copies alone: 6 programs x 1-2 samples x 13.8 KB = 83-166 KB
+(the shipped kernel: 4 programs x 1-2 chunks of 4 samples = 55-110 KB), plus ~792 x 13.8 KB = 11 MB of prefetches
+ahead in the whole GPU (2.6 us of DRAM time; 11-18 MB of the 50 MB L2 held at once). Per sample (Triton 3.6 SASS,
+loop body): 1 warp: 1,193 warp instructions, 256 HMMA.1688.TF32, 65 LDSM, 32 LDGSTS, 35 STG (the shipped kernel:
+~1,600); 2 warps (``warpsPerCTA`` [2, 1], 16 rows each, B loaded by both): 2 x 827, 2 x 128 HMMA. Per SM 15.9k HMMA
+(~17 us at mma.sync's ~2 clk per HMMA.1688 per SM, half of wgmma's TF32 rate) and 58-87k other instructions over
+4 schedulers (8-11 us): below the 30 us of HBM time, with 6-12 warps per SM to overlap them. The grid is
+``PPS x SMs``; every config fits ``PPS`` programs per SM by registers and shared memory (``_CONFIGS``), so it is one
+wave; with the usual round-robin placement each SM gets 62-63 samples. The 2-stage configs are single-buffered
+(Triton 3.6 issues the next sample's copies after the epilogue), so a program waits for each copy and only the
+other programs (10 per SM) and the L2 prefetch hide it. ``triton.autotune`` picks warps, stages, PPS and PF (PF 0:
+no prefetch) on the GPU; one config under ``TRITON_INTERPRET=1``, which never prefetches (no inline assembly there).
 
-Measured on the H200 in session 13's variant run (`outputs/records/h200-dlrm-s13-variants`, `s13-a`): 39.8 us of
-device time against the session-12 kernel's 119.6 us in the same run (1.32x of the floor), per call 0.79x of it
-(0.77-0.83).
+Measured on the H200 (session 14's variant run, ``outputs/records/h200-dlrm-s14-variants``): 43.4 us of cold device
+time against the former kernel's 46.9 us (0.926x, interval 0.910-0.938), 1.43x the floor; 0.91x per call (interval
+0.86-0.94). Not within 1.25x of the floor (37.9 us); a plain copy of the problem's 129 MB took 34.6 us in the same
+run (1.14x the floor).
 """
 import os
 
@@ -44,19 +47,20 @@ import triton.language as tl
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
-#: sm_90, BLOCK_K 32, Triton 3.6 ptxas (registers, stack bytes, shared memory -> programs per SM): 4 warps, 3 stages,
-#: cap 128: 128, 24, 48 KB -> 4 (16 warps, 196 KB); 4 stages, cap 168: 168, 0, 64 KB -> 3; 4 stages uncapped: 214,
-#: 0, 64 KB -> 2; S 2 / 2 warps, 3 stages, cap 128: 128, 16, 24 KB -> 8; 2 stages, cap 128: 128, 24, 32 KB -> 4.
-#: (Triton 3.9 spills more at the caps: 88-208 bytes.)
+#: sm_90, BLOCK_K 32, Triton 3.6 ptxas (registers, stack bytes, shared memory -> programs per SM, warps per SM):
+#: 2 warps, 3 stages, cap 168: 168, 0, 36 KB -> 6 (12 warps; 64.5k registers, 222 KB); 1 warp, 3 stages: 234, 0,
+#: 36 KB -> 6 (6 warps); 1 warp, 2 stages, cap 200: 172, 0, 20 KB -> 10 (10 warps); 2 warps, 4 stages: 188, 0, 52 KB
+#: -> 4 (8 warps); 2 warps, 2 stages, cap 96: 96, 16, 20 KB -> 10 (20 warps); the last config has no prefetch.
 _CONFIGS = [
-    triton.Config({"S": 4, "PPS": 4}, num_warps=4, num_stages=3, maxnreg=128),
-    triton.Config({"S": 4, "PPS": 3}, num_warps=4, num_stages=4, maxnreg=168),
-    triton.Config({"S": 4, "PPS": 2}, num_warps=4, num_stages=4),
-    triton.Config({"S": 2, "PPS": 8}, num_warps=2, num_stages=3, maxnreg=128),
-    triton.Config({"S": 4, "PPS": 4}, num_warps=4, num_stages=2, maxnreg=128),
+    triton.Config({"PPS": 6, "PF": 3}, num_warps=2, num_stages=3, maxnreg=168),
+    triton.Config({"PPS": 6, "PF": 3}, num_warps=1, num_stages=3),
+    triton.Config({"PPS": 10, "PF": 2}, num_warps=1, num_stages=2, maxnreg=200),
+    triton.Config({"PPS": 4, "PF": 4}, num_warps=2, num_stages=4),
+    triton.Config({"PPS": 10, "PF": 2}, num_warps=2, num_stages=2, maxnreg=96),
+    triton.Config({"PPS": 6, "PF": 0}, num_warps=2, num_stages=3, maxnreg=168),
 ]
 if _INTERPRET:
-    _CONFIGS = [triton.Config({"S": 2, "PPS": 2}, num_warps=2, num_stages=1)]
+    _CONFIGS = [triton.Config({"PPS": 2, "PF": 2}, num_warps=2, num_stages=1)]
 
 
 def _bench(kernel_call, quantiles):
@@ -132,58 +136,70 @@ def _launch(kernel, key, grid, *args, **kwargs):
         _COMPILED[ckey] = compiled
 
 
-@triton.autotune(configs=_CONFIGS, key=["B", "D", "NS", "PRECISION"], do_bench=_bench)
+
+
+@triton.jit
+def _prefetch_l2(ptr, nbytes):
+    """One thread of the program asks the TMA unit to bring ``nbytes`` (a multiple of 16) from ``ptr`` (16-byte
+    aligned) into the L2: ``cp.async.bulk.prefetch.L2`` (sm_90), a hint with no destination, no register and no
+    completion to wait for."""
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; .reg .u32 t; mov.u32 t, %tid.x; setp.eq.u32 p, t, 0; "
+        "@p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        "=r,l,r", [ptr, nbytes], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.autotune(configs=_CONFIGS, key=["B", "D", "NS", "PRECISION", "PREFETCH"], do_bench=_bench)
 @triton.jit
 def _dot_interaction_kernel(dense_ptr, sparse_ptr, out_ptr, B, D, NS, OUT_W, DOFF,
                             BLOCK_F: tl.constexpr, BLOCK_K: tl.constexpr, NCHUNK: tl.constexpr,
-                            PRECISION: tl.constexpr, S: tl.constexpr, PPS: tl.constexpr):
+                            BLOCK_D: tl.constexpr, PRECISION: tl.constexpr, PREFETCH: tl.constexpr,
+                            PPS: tl.constexpr, PF: tl.constexpr):
     # PPS (programs per SM) only sizes the grid; it is a parameter so that the autotuner can vary it.
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
-    my_groups = tl.cdiv(tl.cdiv(B, S) - pid, nprog)  # groups pid, pid + nprog, ... of S samples
+    my_samples = tl.cdiv(B - pid, nprog)  # samples pid, pid + nprog, ...
     F = NS + 1
     i = tl.arange(0, BLOCK_F)
     j = tl.arange(0, BLOCK_F)
-    w = tl.arange(0, S)
     kk = tl.arange(0, BLOCK_K)
+    dd = tl.arange(0, BLOCK_D)
     pos = (i * (i - 1)) // 2
     tri = (i[:, None] > j[None, :]) & (i < F)[:, None]
+    rmask = i < F
+    dmask = dd < D
     # Element offset from sparse_ptr of row i of sample s: sparse row i - 1, or for i == 0 the dense row (DOFF =
-    # dense - sparse, in elements). Written with a 0/1 factor, not tl.where: both Triton 3.6 and 3.9 then prove the
-    # 16-byte alignment (D and DOFF divisible by 16) and issue 16-byte cp.async; a select loses it in one or the other.
+    # dense - sparse, in elements), written with a 0/1 factor (not tl.where) so that the 16-byte alignment of every
+    # row start stays provable (D and DOFF divisible by 16) and the copies are 16-byte cp.async.
     is0 = (i == 0).to(tl.int64)
-    s0 = (pid * S + w).to(tl.int64)
-    goff = (s0[:, None] * NS + i[None, :] - 1) * D + is0[None, :] * (DOFF + s0[:, None] * (D - NS * D) + D)
-    gstep = (nprog * S).to(tl.int64) * D * (NS + is0 * (1 - NS))  # moves every row on by nprog * S samples
-    z = tl.zeros([S, BLOCK_F, BLOCK_F], dtype=tl.float32)  # H H^T
-    c = tl.zeros([S, BLOCK_F, BLOCK_F], dtype=tl.float32)  # H L^T
-    # one flattened loop over (group, chunk): the pipeliner prefetches across group boundaries
-    for it in range(0, my_groups * NCHUNK):
-        m = it // NCHUNK
-        kc = it - m * NCHUNK
-        s = (pid + m * nprog) * S + w
-        smask = s < B
-        k = kc * BLOCK_K + kk
-        kmask = k < D
-        t = tl.load(sparse_ptr + goff[:, :, None] + k[None, None, :],
-                    mask=(smask[:, None] & (i < F)[None, :])[:, :, None] & kmask[None, None, :], other=0.0)
+    for m in range(0, my_samples):
+        s = pid + m * nprog
         s64 = s.to(tl.int64)
+        if PREFETCH and PF > 0:
+            # sample s + PF * nprog (this program's PF-th next) into the L2, ahead of its cp.async: its 26 sparse
+            # rows (one contiguous range) and its dense row, one bulk request each
+            sp = s64 + PF * nprog
+            if sp < B:
+                _prefetch_l2(sparse_ptr + sp * (NS * D), NS * D * 4)
+                _prefetch_l2(dense_ptr + sp * D, D * 4)
+        roff = (s64 * NS + i - 1) * D + is0 * (DOFF + s64 * (D - NS * D) + D)
+        z = tl.zeros([BLOCK_F, BLOCK_F], dtype=tl.float32)  # H H^T
+        c = tl.zeros([BLOCK_F, BLOCK_F], dtype=tl.float32)  # H L^T
+        # the whole sample in one iteration: NCHUNK loads of BLOCK_K columns, all issued together (one sample's
+        # contiguous 13 KB) by the pipeliner num_stages - 1 iterations ahead, each a pair of Tensor-Core dots
+        for kc in tl.static_range(NCHUNK):
+            k = kc * BLOCK_K + kk
+            t = tl.load(sparse_ptr + roff[:, None] + k[None, :], mask=rmask[:, None] & (k < D)[None, :], other=0.0)
+            # H = T with the low 13 mantissa bits cleared (exact in TF32), L = T - H (exact, |L| < 2^-10 |T|)
+            hi = (t.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
+            lo = t - hi
+            z = tl.dot(hi, tl.trans(hi), z, input_precision=PRECISION)
+            c = tl.dot(hi, tl.trans(lo), c, input_precision=PRECISION)
+        r = z + c + tl.trans(c)
         out_row = out_ptr + s64 * OUT_W
-        dmask = smask[:, None] & kmask[None, :]
-        dense = tl.load(dense_ptr + s64[:, None] * D + k[None, :], mask=dmask)
-        tl.store(out_row[:, None] + k[None, :], dense, mask=dmask)
-        # H = T with the low 13 mantissa bits cleared (exact in TF32), L = T - H (exact, |L| < 2^-10 |T|)
-        hi = (t.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
-        lo = t - hi
-        z = tl.dot(hi, tl.permute(hi, (0, 2, 1)), z, input_precision=PRECISION)
-        c = tl.dot(hi, tl.permute(lo, (0, 2, 1)), c, input_precision=PRECISION)
-        if kc == NCHUNK - 1:
-            r = z + c + tl.permute(c, (0, 2, 1))
-            tl.store(out_row[:, None, None] + D + (pos[:, None] + j[None, :])[None, :, :], r,
-                     mask=smask[:, None, None] & tri[None, :, :])
-            z = tl.zeros([S, BLOCK_F, BLOCK_F], dtype=tl.float32)
-            c = tl.zeros([S, BLOCK_F, BLOCK_F], dtype=tl.float32)
-        goff += (kc == NCHUNK - 1).to(tl.int64) * gstep[None, :]
+        tl.store(out_row + D + pos[:, None] + j[None, :], r, mask=tri)
+        dense = tl.load(dense_ptr + s64 * D + dd, mask=dmask)
+        tl.store(out_row + dd, dense, mask=dmask)
 
 
 _PRECISIONS = ["tf32", "ieee"]
@@ -199,6 +215,20 @@ def _num_sms(device):
     if n is None:
         n = _SMS[idx] = torch.cuda.get_device_properties(idx).multi_processor_count
     return n
+
+
+#: per device index: whether it has ``cp.async.bulk.prefetch.L2`` (sm_90 and later; never under the interpreter)
+_BULK = {}
+
+
+def _bulk_prefetch(device):
+    if _INTERPRET or device.type != "cuda":
+        return False
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    ok = _BULK.get(idx)
+    if ok is None:
+        ok = _BULK[idx] = torch.cuda.get_device_capability(idx)[0] >= 9
+    return ok
 
 
 class ModelNew(nn.Module):
@@ -217,18 +247,22 @@ class ModelNew(nn.Module):
         dense, sparse = dense.contiguous(), sparse.contiguous()
         block_f = max(16, triton.next_power_of_2(f))
         block_k = min(32, max(16, triton.next_power_of_2(dim)))
+        nchunk = triton.cdiv(dim, block_k)
         doff = (dense.data_ptr() - sparse.data_ptr()) // dense.element_size()  # dense row 0 = sparse_ptr + doff
         sms = _num_sms(dense.device)
+        # the bulk L2 prefetch (sm_90 and later) needs 16-byte aligned sample starts in both tensors
+        prefetch = (_bulk_prefetch(dense.device) and dim % 4 == 0 and dense.data_ptr() % 16 == 0
+                    and sparse.data_ptr() % 16 == 0)
 
         def grid(meta):
-            return (max(1, min(triton.cdiv(batch, meta["S"]), meta["PPS"] * sms)),)
+            return (max(1, min(batch, meta["PPS"] * sms)),)
 
         while True:
             try:
                 precision = _PRECISIONS[0]
-                _launch(_dot_interaction_kernel, (batch, dim, ns, precision, dense.dtype, dense.device), grid,
-                        dense, sparse, out, batch, dim, ns, out_w, doff, BLOCK_F=block_f, BLOCK_K=block_k,
-                        NCHUNK=triton.cdiv(dim, block_k), PRECISION=precision)
+                _launch(_dot_interaction_kernel, (batch, dim, ns, precision, prefetch, dense.dtype, dense.device),
+                        grid, dense, sparse, out, batch, dim, ns, out_w, doff, BLOCK_F=block_f, BLOCK_K=block_k,
+                        NCHUNK=nchunk, BLOCK_D=block_k * nchunk, PRECISION=precision, PREFETCH=prefetch)
                 return out
             except Exception:
                 if len(_PRECISIONS) == 1:
