@@ -1,20 +1,27 @@
 """Our Triton kernels on the code paths the problems' own inputs rarely reach, under the Triton interpreter on CPU:
-odd (non-power-of-two) sizes and their masks, empty and full bags, long runs of one row (backward passes: problem
-4's per-row lookup lists, one list crossing several link programs), problem 4's epochs (scratch kept per
-device and shape, no fill per call: many calls with different lookups across an epoch wrap, and the int64 entries),
-problem 2's group start offsets summed from either end of the lengths (over several blocks) with empty bags at both
-ends, problem 9's dense row read through the sparse tensor's pointer (dense allocated before and after sparse,
-non-contiguous inputs, programs walking several sample groups), problem 5's scan over the table rows with many
-blocks and look-back windows (rows at both ends of the table, a bag hitting one row many times, repeated calls),
-fewer samples than programs and many row chunks per sample (problem 8's balanced runs and its one-tile-ahead
-pipeline), many scan blocks with repeated calls (problem 7's one-pass look-back: ticket counter and epochs), several
-reduction groups and a batch smaller than one tile (problem 12's pipelined tile loop and last-program reductions),
-unaligned table offsets (problem 3), and that the scratch counters are left at zero for the next call.
+odd (non-power-of-two) sizes and their masks, empty and full bags, problem 1's persistent programs walking several
+bags as one stream of two-bag tiles (bag sizes that cut the tiles every way, a bag carried across tiles, B not a
+multiple of the programs, empty bags), long runs of one row (backward passes: problem 4's per-row lookup lists, one
+list crossing several link programs), problem 4's epochs (scratch kept per device and shape, no fill per call: many
+calls with different lookups across an epoch wrap, and the int64 entries), problem 2's group start offsets summed
+from either end of the lengths (over several blocks) with empty bags at both ends, problem 9's persistent programs
+walking several samples, each reading its dense row through the sparse tensor's pointer (dense allocated before and
+after sparse, non-contiguous inputs, odd feature counts and dimensions over several column chunks), problem 5's
+one-wave scan over the table rows with many blocks, several warps and loads per block and small windows (rows at both
+ends of the table, one row hit many times, more lookups than rows, repeated calls with other rows: the per-call zero
+fill), its update kernel under its registers-only and staged GPU shapes too, and its block prefix on hand-made status
+words (unpublished blocks recounted from ``last``), fewer samples than programs and many row chunks per sample
+(problem 8's balanced runs and its one-tile-ahead pipeline), many scan blocks with repeated calls (problem 7's
+one-pass look-back: ticket counter and epochs), several reduction groups and a batch smaller than one tile (problem
+12's pipelined tile loop and last-program reductions), unaligned table offsets (problem 3), and that the scratch
+counters are left at zero for the next call.
 
 Each case builds the problem's ``Model`` and our ``ModelNew`` with the same seed, feeds both the same inputs (the
 same ones on every call, or other ones per call) and compares ours, on every call, with float64 (relative L2, as
-kbstudy's verdict) and with eager (KernelBench-style ``allclose``). All cases run in one child process with
-``TRITON_INTERPRET=1`` set before triton is imported (so every kernel runs its one interpreter config).
+kbstudy's verdict) and with eager (KernelBench-style ``allclose``); two probes check outside the problems' reach
+(problem 1 at L = 0 against zeros, problem 5's block prefix against exact sums). All cases run in one child process
+with ``TRITON_INTERPRET=1`` set before triton is imported (so every kernel runs its one interpreter config; problem
+5's update kernel also runs two of its GPU configs, each in a namespace of its own).
 """
 
 import json
@@ -31,6 +38,7 @@ _SCRIPT = r"""
 import json, os
 assert os.environ.get("TRITON_INTERPRET") == "1"
 import torch
+import triton
 from kbstudy.dlrm_bench import load_dlrm_candidates, load_dlrm_problems, exec_source
 
 PROBLEMS = {p.problem_id: p for p in load_dlrm_problems(1.0)}
@@ -92,18 +100,24 @@ def compare(name, pid, init, inputs, ours=None, calls=2, each=None, before=None)
 
 
 GRIDS = {}
+LAUNCHES = {}
 
 
-def record_grids(pid):
+def record_grids(pid, cn=None, tag=None):
     '''Wrap the kernel file's ``_launch`` (the forward looks it up at call time) to record each launch's number of
-    programs under the file's interpreter config (one config under TRITON_INTERPRET=1).'''
-    cn = modules(pid)[1]
-    assert len(cn["_CONFIGS"]) == 1
+    programs under the kernel's interpreter config (one config under TRITON_INTERPRET=1): in ``GRIDS[pid]`` (every
+    launch) and, with the kernel's name, in ``LAUNCHES[tag or pid]``. ``cn``: another namespace of the file.'''
+    cn = modules(pid)[1] if cn is None else cn
     inner = cn["_launch"]
 
     def launch(kernel, key, grid, *args, **kwargs):
-        g = grid({**cn["_CONFIGS"][0].kwargs, **kwargs}) if callable(grid) else grid
+        autotuned = hasattr(kernel, "configs")
+        if autotuned:
+            assert len(kernel.configs) == 1
+        meta = {**(kernel.configs[0].kwargs if autotuned else {}), **kwargs}
+        g = grid(meta) if callable(grid) else grid
         GRIDS.setdefault(pid, []).append(g[0])
+        LAUNCHES.setdefault(tag or pid, []).append(((kernel.fn if autotuned else kernel).fn.__name__, g[0]))
         return inner(kernel, key, grid, *args, **kwargs)
 
     cn["_launch"] = launch
@@ -115,6 +129,43 @@ ri = lambda lo, hi, shape: torch.randint(lo, hi, shape, generator=g)
 
 # 1: odd dimension and bag size (masks on both tile axes)
 rows.append(compare("p1 D=24 L=5", 1, [50, 24], [ri(0, 50, (7, 5))]))
+# 1: the persistent grid (2 programs per "SM", 2 "SMs" on a CPU: at most 4 programs, each owning ceil(B / programs)
+# consecutive bags, the last one fewer) walks its bags' lookups as one stream of two-bag tiles of BLOCK_L = 16: odd D
+# (masked row columns), B not a multiple of the programs, and bag sizes that cut the tiles every way: L = 9 (a tile
+# ends one bag and carries the start of the next), L = 7 and L = 1 with 7 and 8 bags per program (a tile is two whole
+# bags, cut at the second one's end, though 16 lookups would reach further bags), L = 16 (one bag per tile), L = 37
+# (a bag over three tiles, one shared with the next bag); B = 2 (one bag per program). Own generator (the shared one
+# keeps the later problems' inputs)
+record_grids(1)
+g1 = torch.Generator().manual_seed(11)
+for name, d, l, b in [("p1 D=23 L=9 B=11, carried bags", 23, 9, 11), ("p1 D=23 L=7 B=25, two-bag tiles", 23, 7, 25),
+                      ("p1 D=17 L=16 B=6, one bag per tile", 17, 16, 6), ("p1 D=33 L=37 B=10, long bags", 33, 37, 10),
+                      ("p1 D=5 L=1 B=30", 5, 1, 30), ("p1 D=3 L=3 B=2", 3, 3, 2)]:
+    idx1 = torch.randint(0, 60, (b, l), generator=g1)
+    idx1[0, 0], idx1[-1, -1] = 0, 59  # both ends of the table
+    r = compare(name, 1, [60, d], [idx1])
+    r.update(programs=GRIDS[1][-1], B=b, L=l)
+    rows.append(r)
+# 1: empty bags (L = 0; the problem's eager EmbeddingBag rejects a [B, 0] input): ours must store zero rows. The
+# forward's output buffer is filled with NaN first (``torch.empty`` in its namespace), so an unwritten row shows
+ns1, cn1 = modules(1)
+
+
+class _NanEmpty:
+    def __getattr__(self, name):
+        return getattr(torch, name)
+
+    @staticmethod
+    def empty(*a, **k):
+        return torch.empty(*a, **k).fill_(float("nan"))
+
+
+torch.manual_seed(0); ours1 = cn1["ModelNew"](60, 23)
+cn1["torch"] = _NanEmpty()
+out1 = ours1(torch.zeros(11, 0, dtype=torch.int64))
+cn1["torch"] = torch
+rows.append({"case": "p1 L=0 B=11", "pid": 1, "shape": list(out1.shape), "zeros": bool((out1 == 0).all()),
+             "programs": GRIDS[1][-1]})
 # 2: zero-length bags are not in the problem (lengths >= 1) but must give zero rows; B not a multiple of GROUP
 lengths = torch.tensor([3, 0, 1, 7, 0, 2, 5, 1, 1, 4, 6])
 rows.append(compare("p2 B=11 with empty bags", 2, [40, 20],
@@ -209,46 +260,130 @@ rows.append(compare("p5 long runs", 5, [3, 20], [ri(0, 3, (9, 7)), torch.randn(9
                                                   torch.randn(3, 20, generator=g), torch.rand(3, generator=g)]))
 rows.append(compare("p5 all one row", 5, [40, 16], [torch.full((5, 6), 17), torch.randn(5, 16, generator=g),
                                                     torch.randn(40, 16, generator=g), torch.rand(40, generator=g)]))
-# 5: many scan blocks and look-back windows (small blocks): rows at both ends of the table, one bag hitting one row
-# many times, rows repeated across bags, untouched blocks (count 0) between touched ones
+# 5: a scan block is W * NCH * 128 table rows (SCAN_WARPS warps of NCH loads of 128 rows; NCH = the block chunks per
+# SM slot, at most SCAN_MAX_NCH, on 4 "SMs" x SCAN_PROGS slots); the class attributes are read per call. Own generator
+# (the shared one keeps the later problems' inputs)
+g5 = torch.Generator().manual_seed(5)
 ns5, cn5 = modules(5)
-idx5 = ri(0, 700, (13, 11))
-idx5[0] = 0
-idx5[1] = 699
-idx5[2, :6] = 350
-idx5[3] = torch.tensor([0, 699, 5, 5, 694, 1, 698, 350, 0, 699, 2])
-idx5[4:, :] = torch.where(idx5[4:, :] // 16 % 3 == 1, idx5[4:, :] + 16, idx5[4:, :]).clamp(max=699)
-torch.manual_seed(0); ours5 = cn5["ModelNew"](700, 24)
-ours5.BLOCK_R, ours5.WINDOW = 16, 4  # 44 scan blocks, look-back windows of 4
-rows.append(compare("p5 many scan blocks, both ends", 5, [700, 24],
-                    [idx5, torch.randn(13, 24, generator=g), torch.randn(700, 24, generator=g),
-                     torch.rand(700, generator=g)], ours=ours5, calls=3))
-# 5: more lookups than table rows (the outputs' worst-case size is the table), one row per scan block
-torch.manual_seed(0); ours5b = cn5["ModelNew"](9, 16)
-ours5b.BLOCK_R, ours5b.WINDOW = 1, 2
-rows.append(compare("p5 tiny blocks", 5, [9, 16], [ri(0, 9, (8, 12)), torch.randn(8, 16, generator=g),
-                                                    torch.randn(9, 16, generator=g), torch.rand(9, generator=g)],
-                    ours=ours5b))
-# 5: the look-back itself on status words the interpreter's in-order programs never produce: block counts only
-# (flag 1) over many windows, the nearest inclusive prefix (flag 2) several windows back, and an unpublished word
-# (0) before an inclusive prefix, which must not be waited for
-probe_ns = exec_source(CANDS[5].source + '''
+record_grids(5)
+
+
+def p5_inputs(n_rows, dim, idx):
+    return [idx, torch.randn(idx.shape[0], dim, generator=g5), torch.randn(n_rows, dim, generator=g5),
+            torch.rand(n_rows, generator=g5)]
+
+
+def p5_idx(n_rows, shape, skip, special, span=128):
+    '''Random rows but those of every third ``span``-row group from ``skip`` (untouched blocks: count 0), then
+    ``special`` at the first lookups (bag 0 onwards).'''
+    allowed = torch.tensor([r for r in range(n_rows) if (r // span) % 3 != skip])
+    idx = allowed[torch.randint(0, len(allowed), shape, generator=g5)].reshape(-1)
+    idx[:len(special)] = torch.tensor(special)
+    return idx.view(shape)
+
+
+def p5_case(name, ours, n_rows, dim, idx_per_call, tag=5):
+    since = len(LAUNCHES.get(tag, []))
+    r = compare(name, 5, [n_rows, dim], None, ours=ours, each=[p5_inputs(n_rows, dim, i) for i in idx_per_call])
+    grids = {}
+    for kname, n_prog in LAUNCHES[tag][since:]:
+        grids.setdefault(kname, set()).add(n_prog)
+    r["grids"] = {k: sorted(v) for k, v in grids.items()}
+    r["u"] = [int(torch.unique(i).numel()) for i in idx_per_call]
+    return r
+
+
+# 5: W = NCH = 1 (128-row blocks): a 3000-row table is 24 scan blocks (the last one 56 rows), each summing the earlier
+# blocks' counts in windows of WIN = 4 words (6 windows for the last); link programs of 16 lookups (9 adding to U).
+# Four calls with other rows each (same shapes: the scratch is reused, and the zero fill must clear the previous
+# call's entries and status words): rows 0 and 2999 (both ends), rows on block edges, one row hit 9 times (4 times in
+# one bag), every third block untouched (another third per call); then a call touching only 3 rows
+ours5 = cn5["ModelNew"](3000, 24)
+ours5.SCAN_WARPS, ours5.SCAN_MAX_NCH, ours5.SCAN_PROGS, ours5.WIN, ours5.LINK_BLOCK = 1, 1, 1, 4, 16
+special5 = [0, 2999, 1500, 1500, 1500, 1500, 127, 128, 255, 2943, 2944]
+idx5 = [p5_idx(3000, (13, 11), c, special5) for c in range(3)]
+for i in idx5:
+    i.view(-1)[[20, 40, 60, 80, 100]] = 1500
+idx5.append(torch.tensor([0, 2999, 1500])[torch.randint(0, 3, (13, 11), generator=g5)])
+rows.append(p5_case("p5 many scan blocks, both ends, new rows per call", ours5, 3000, 24, idx5))
+# 5: W = 2 warps x NCH = 2 loads (512-row blocks: warp w's rows [256 w, 256 w + 256) as two 128-row loads, the warps'
+# slots from a cumsum of their counts): 2000 rows are 4 blocks (the last 464 rows: its second warp's second load
+# half masked), windows of WIN = 2; rows on every warp and load edge, both ends; two calls with other rows
+ours5 = cn5["ModelNew"](2000, 20)
+ours5.SCAN_WARPS, ours5.SCAN_MAX_NCH, ours5.SCAN_PROGS, ours5.WIN = 2, 2, 1, 2
+special5 = [0, 127, 128, 255, 256, 383, 384, 511, 512, 1999, 1919, 1920, 1791, 1792]
+rows.append(p5_case("p5 scan warps and chunks", ours5, 2000, 20, [p5_idx(2000, (10, 7), c, special5) for c in range(2)]))
+# 5: more lookups than table rows (750 on 300: the outputs' worst case is the table; 3 scan blocks of 128 rows):
+# every row touched (U = 300 = the outputs' capacity), then rows 128-255 untouched, then 750 lookups on 40 rows (~19
+# each). The update kernel's 8 programs (2 per "SM") walk 2-3 chunks of 16 slots and defer the rows with three or
+# more lookups to their own list (over several chunks' slots of ``deep``), redone after the loop
+idx5 = [torch.cat([torch.arange(300), torch.randint(0, 300, (450,), generator=g5)])[torch.randperm(750, generator=g5)],
+        p5_idx(300, (750,), 1, [0, 299]), torch.randint(0, 40, (750,), generator=g5)]
+idx5 = [i.view(30, 25) for i in idx5]
+ours5 = cn5["ModelNew"](300, 16)
+ours5.SCAN_WARPS, ours5.SCAN_MAX_NCH, ours5.WIN = 1, 1, 2
+rows.append(p5_case("p5 more lookups than rows", ours5, 300, 16, idx5))
+# 5: the update kernel's GPU shapes the interpreter config does not take, on the same lookups: registers only
+# (STAGES 0: records loaded two chunks ahead, links one chunk ahead; 4 programs walking 4-5 chunks) and STAGED
+# (grad rows and the third-lookup test in the pipelined iteration; 12 programs of 8-slot chunks)
+for label, cfg in [("registers only", {"BLOCK_P": 16, "PROGS": 1, "STAGES": 0, "STAGED": False}),
+                   ("staged", {"BLOCK_P": 8, "PROGS": 3, "STAGES": 3, "STAGED": True})]:
+    cn5v = exec_source(CANDS[5].source, f"cand_edge_5_{label.replace(' ', '_')}")
+    cn5v["_update_kernel"].configs = [triton.Config(cfg, num_warps=4, num_stages=1)]
+    record_grids(5, cn5v, tag=label)
+    ours5 = cn5v["ModelNew"](300, 16)
+    ours5.SCAN_WARPS, ours5.SCAN_MAX_NCH, ours5.WIN = 1, 1, 2
+    rows.append(p5_case(f"p5 update kernel {label}", ours5, 300, 16, idx5, tag=label))
+# 5: the scan's block prefix (``_block_prefix``) on status words the interpreter's in-order programs never produce
+# (there every earlier block has published before a block looks back): blocks that have not published (word 0, or a
+# word of another epoch) at the first block, over a whole window, alone, just before the asking block, and the last
+# (partial) block; each must be recounted from ``last`` (its rows only: ``last`` has this call's entries past the
+# table) and every published word taken as it is. Published words carry their count + 1000 in the "marked" runs, so
+# the prefix shows which source each block's count came from. 21 blocks of W = 2 x NCH = 2 x 128 rows (the last one
+# 77 rows), windows of 4; program t returns block t's prefix (t = 21: the total); epoch 1 (the forward's) and epoch 2
+# (stale epoch-1 entries in ``last`` and words in the status must not count)
+probe5 = exec_source(CANDS[5].source + '''
 
 @triton.jit
-def _lookback_probe(state_ptr, out_ptr, WINDOW: tl.constexpr, MAX_SPIN: tl.constexpr):
+def _prefix_probe(status_ptr, last_ptr, out_ptr, N, epoch, JB: tl.constexpr, W: tl.constexpr, NCH: tl.constexpr,
+                  WIN: tl.constexpr, MAX_SPIN: tl.constexpr):
     t = tl.program_id(0)
-    tl.store(out_ptr + t, _lookback(state_ptr, t, WINDOW, MAX_SPIN))
-''', "cand_5_lookback_probe")
-cnt = ri(0, 6, (40,))
-incl = torch.cumsum(cnt, 0)
-words = (1 << 32) | cnt
-for i in (0, 3, 18):
-    words[i] = (2 << 32) | incl[i]
-words[2] = 0
-out = torch.full((40,), -1, dtype=torch.int64)
-probe_ns["_lookback_probe"][(40,)](words, out, WINDOW=4, MAX_SPIN=8)
-rows.append({"case": "p5 look-back windows", "pid": 5,
-             "prefix_ok": torch.equal(out[4:], (incl - cnt)[4:]), "got": out.tolist(), "want": (incl - cnt).tolist()})
+    tl.store(out_ptr + t, _block_prefix(status_ptr, last_ptr, t, N, epoch, JB, W, NCH, WIN, MAX_SPIN).to(tl.int64))
+''', "cand_5_prefix_probe")
+W5, NCH5, WIN5, JB5, NB5 = 2, 2, 4, 10, 21
+R5 = W5 * NCH5 * 128
+N5 = (NB5 - 1) * R5 + 77
+UNPUB5 = [0, 4, 5, 6, 7, 10, 13, 19, 20]
+
+
+def p5_prefix_probe(epoch, marked):
+    tag = epoch << (JB5 + 1)
+    density = torch.tensor([(q * 7 % 11 + 1) / 12 if q != 12 else 0.0 for q in range(NB5)])  # block 12: none
+    density = density.repeat_interleave(R5)[:N5]
+    touched = torch.rand(N5, generator=g5) < density
+    entry = tag | (torch.randint(0, 2, (N5,), generator=g5) << JB5) | torch.randint(1, 1 << JB5, (N5,), generator=g5)
+    stale = torch.where(torch.rand(N5, generator=g5) < 0.5, (epoch - 1) << (JB5 + 1) | 7, 0)  # 0 at epoch 1
+    last = torch.full((N5 + R5,), tag | 3, dtype=torch.int32)  # past the table: this epoch's entries, not counted
+    last[:N5] = torch.where(touched, entry, stale).to(torch.int32)
+    cnt = torch.stack([touched[q * R5:(q + 1) * R5].sum() for q in range(NB5)])
+    pub = cnt + (1000 if marked else 0)
+    status = (epoch << 32) | pub
+    for k, q in enumerate(UNPUB5):
+        status[q] = ((epoch - 1) << 32 | 999) if epoch > 1 and k % 2 else 0
+    src = torch.where(torch.isin(torch.arange(NB5), torch.tensor(UNPUB5)), cnt, pub)
+    want = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(src, 0)])
+    out = torch.full((NB5 + 1,), -1, dtype=torch.int64)
+    probe5["_prefix_probe"][(NB5 + 1,)](status, last, out, N5, epoch, JB=JB5, W=W5, NCH=NCH5, WIN=WIN5, MAX_SPIN=2)
+    return {"epoch": epoch, "marked": marked, "ok": torch.equal(out, want), "got": out.tolist(), "want": want.tolist(),
+            "counts": cnt.tolist()}
+
+
+rows.append({"case": "p5 scan prefix probe", "pid": 5, "unpublished": UNPUB5,
+             "runs": [p5_prefix_probe(e, m) for e, m in [(1, False), (1, True), (2, True)]]})
+# (the draws of this file's former problem-5 cases, so that the later problems keep their inputs)
+ri(0, 700, (13, 11)), torch.randn(13, 24, generator=g), torch.randn(700, 24, generator=g), torch.rand(700, generator=g)
+ri(0, 9, (8, 12)), torch.randn(8, 16, generator=g), torch.randn(9, 16, generator=g), torch.rand(9, generator=g)
+ri(0, 6, (40,))
 # 6: D a multiple of 4 but not of 16 words' worth
 rows.append(compare("p6 D=20 L=7", 6, [30, 20], [ri(0, 30, (5, 7))]))
 # 7: many scan blocks (small blocks), negative ids, empty bags, three calls (epochs 1..3)
@@ -277,7 +412,8 @@ rows.append(compare("p8 many samples, chunks", 8, [17], [torch.randn(int(len8.su
 rows.append(compare("p9 NS=5 D=24", 9, [5], [torch.randn(3, 24, generator=g), torch.randn(3, 5, 24, generator=g)]))
 # 9: the dense row is loaded from sparse_ptr + doff (doff = dense - sparse in elements, either sign): both tensors
 # sliced out of one buffer, dense after and before sparse (3 elements apart: doff not a multiple of 16); B = 9
-# samples in groups of 2 on 4 programs (2 "SMs" x 2), so program 0 walks groups 0 and 4 (the per-group pointer step)
+# samples on the persistent grid of 4 programs (2 "SMs" x 2): program p walks samples p, p + 4, p + 8 (3 samples for
+# program 0, 2 for the others: each sample's row offsets from its own index)
 record_grids(9)
 big9 = torch.randn(9 * 24 + 3 + 9 * 5 * 24, generator=g)
 r = compare("p9 dense after sparse", 9, [5], [big9[9 * 5 * 24 + 3:].view(9, 24), big9[:9 * 5 * 24].view(9, 5, 24)])
@@ -287,6 +423,20 @@ rows.append(compare("p9 dense before sparse", 9, [5], [big9[:9 * 24].view(9, 24)
 # 9: non-contiguous inputs (the forward makes contiguous copies: two unrelated allocations)
 rows.append(compare("p9 non-contiguous", 9, [5], [torch.randn(9, 48, generator=g)[:, ::2],
                                                  torch.randn(5, 9, 24, generator=g).transpose(0, 1)]))
+# 9: odd NS and D: NS = 17 (F = 18 of BLOCK_F = 32 rows), D = 45 (two 32-column chunks, the second 13 wide); B = 11
+# on the 4 programs walking 3, 3, 3 and 2 samples; dense after sparse in one buffer, 5 elements apart (doff odd, not
+# a multiple of D). Own generator (the shared one keeps the later problems' inputs)
+g9 = torch.Generator().manual_seed(9)
+big9 = torch.randn(11 * 17 * 45 + 5 + 11 * 45, generator=g9)
+r = compare("p9 NS=17 D=45 B=11", 9, [17], [big9[11 * 17 * 45 + 5:].view(11, 45), big9[:11 * 17 * 45].view(11, 17, 45)])
+r["programs"] = GRIDS[9][-1]
+rows.append(r)
+# 9: NS = 1 (one pair), D = 13 (one 16-column chunk, 3 columns masked), dense before sparse (3 elements apart); B = 2
+# (fewer samples than the 4 program slots: 2 programs of one sample each)
+big9 = torch.randn(2 * 13 + 3 + 2 * 13, generator=g9)
+r = compare("p9 NS=1 D=13 B=2", 9, [1], [big9[:2 * 13].view(2, 13), big9[2 * 13 + 3:].view(2, 1, 13)])
+r["programs"] = GRIDS[9][-1]
+rows.append(r)
 # 10 and 11: M, N, K not multiples of the tiles
 rows.append(compare("p10 odd sizes", 10, [48, 24, 2], [torch.randn(37, 48, generator=g).to(torch.bfloat16)]))
 rows.append(compare("p11 odd sizes", 11, [13, 40, 24, 20], [torch.randn(37, 13, generator=g).to(torch.bfloat16)]))
@@ -324,13 +474,16 @@ def edge_results():
     return {r["case"]: r for r in json.loads(proc.stdout.strip().splitlines()[-1])}
 
 
-CASES = ["p1 D=24 L=5", "p2 B=11 with empty bags", "p2 B=41 empty ends, starts from both ends",
+CASES = ["p1 D=24 L=5", "p1 D=23 L=9 B=11, carried bags", "p1 D=23 L=7 B=25, two-bag tiles",
+         "p1 D=17 L=16 B=6, one bag per tile", "p1 D=33 L=37 B=10, long bags", "p1 D=5 L=1 B=30", "p1 D=3 L=3 B=2",
+         "p2 B=11 with empty bags", "p2 B=41 empty ends, starts from both ends",
          "p3 odd hotness, unaligned tables", "p4 long runs", "p4 one row", "p4 sparse rows",
          "p4 epoch wrap, different rows per call", "p4 int64 entries, largest epoch", "p5 long runs", "p5 all one row",
-         "p5 many scan blocks, both ends", "p5 tiny blocks", "p6 D=20 L=7", "p7 many blocks, negative ids", "p7 no bags",
-         "p8 empty and full samples", "p8 one sample", "p8 many samples, chunks", "p9 NS=5 D=24",
-         "p9 dense after sparse", "p9 dense before sparse", "p9 non-contiguous", "p10 odd sizes", "p11 odd sizes",
-         "p12 three groups", "p12 B=5 < one tile, F=130"]
+         "p5 many scan blocks, both ends, new rows per call", "p5 scan warps and chunks", "p5 more lookups than rows",
+         "p5 update kernel registers only", "p5 update kernel staged", "p6 D=20 L=7", "p7 many blocks, negative ids",
+         "p7 no bags", "p8 empty and full samples", "p8 one sample", "p8 many samples, chunks", "p9 NS=5 D=24",
+         "p9 dense after sparse", "p9 dense before sparse", "p9 non-contiguous", "p9 NS=17 D=45 B=11",
+         "p9 NS=1 D=13 B=2", "p10 odd sizes", "p11 odd sizes", "p12 three groups", "p12 B=5 < one tile, F=130"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -343,9 +496,23 @@ def test_kernel_edge_case_matches_reference(edge_results, case):
     assert r["rel"] <= bound, r
 
 
-def test_p5_lookback_walks_windows_to_the_nearest_inclusive_prefix(edge_results):
-    r = edge_results["p5 look-back windows"]
-    assert r["prefix_ok"], r
+def test_p5_scan_prefix_sums_published_counts_and_recounts_unpublished_blocks(edge_results):
+    """Problem 5's ``_block_prefix`` on hand-made status words (blocks 0, 4-7, 10, 13, 19 and the partial last block 20
+    unpublished, all with rows touched): every block's prefix exact, each published word taken as published (the
+    marked runs' counts + 1000) and each unpublished block recounted from ``last`` over its own rows only; at epoch 2
+    stale epoch-1 words and entries do not count."""
+    r = edge_results["p5 scan prefix probe"]
+    assert [(run["epoch"], run["marked"]) for run in r["runs"]] == [(1, False), (1, True), (2, True)]
+    for run in r["runs"]:
+        assert run["ok"], run
+        assert len(run["want"]) == 22 and all(run["counts"][q] > 0 for q in r["unpublished"]), run  # recounts matter
+        assert run["counts"][12] == 0, run  # a published block without touched rows
+
+
+def test_p1_empty_bags_store_zero_rows(edge_results):
+    """L = 0 (outside the problem: eager rejects it): every bag's row stored as zeros (not left as allocated)."""
+    r = edge_results["p1 L=0 B=11"]
+    assert r["shape"] == [11, 23] and r["zeros"] and r["programs"] == 4, r
 
 
 def test_scratch_state_is_reset_between_calls(edge_results):
@@ -369,11 +536,33 @@ def test_p4_epochs_wrap_and_int64_entries(edge_results):
 
 
 def test_cases_reach_the_launch_geometry_they_describe(edge_results):
-    """The grids behind the cases (recorded from ``_launch`` under the interpreter configs): problem 2's programs
-    take both start-offset paths over several blocks; problem 9's programs walk several sample groups; problem 12's
-    group case runs 6 programs in 3 groups, its small case one program."""
+    """The grids behind the cases (recorded from ``_launch`` under the interpreter configs): problem 1's persistent
+    programs own several bags each, B not always a multiple of them; problem 2's programs take both start-offset paths
+    over several blocks; problem 5's scans run many blocks (and several warps and loads per block), its link kernel
+    many programs, its update kernel programs walking several chunks under each config; problem 9's programs walk
+    several samples (and fewer samples than slots give one program each); problem 12's group case runs 6 programs in 3
+    groups, its small case one program."""
+    programs1 = {"p1 D=24 L=5": None, "p1 D=23 L=9 B=11, carried bags": 4, "p1 D=23 L=7 B=25, two-bag tiles": 4,
+                 "p1 D=17 L=16 B=6, one bag per tile": 3, "p1 D=33 L=37 B=10, long bags": 4, "p1 D=5 L=1 B=30": 4,
+                 "p1 D=3 L=3 B=2": 2}
+    for case, n in programs1.items():
+        if n is not None:
+            assert edge_results[case]["programs"] == n, edge_results[case]  # ceil(B / ceil(B / 4)) programs
+    several = [edge_results[c] for c, n in programs1.items() if n is not None and edge_results[c]["B"] > n]
+    assert len(several) >= 4 and any(r["B"] % r["programs"] for r in several)
     p2 = edge_results["p2 B=41 empty ends, starts from both ends"]
     assert p2["back_programs"] >= 1 and p2["side_blocks"] >= 2, p2
-    assert edge_results["p9 dense after sparse"]["programs"] == 4  # 5 groups of 2 samples
+    p5 = {c: edge_results[c] for c in CASES if c.startswith("p5 ") and "grids" in edge_results[c]}
+    assert p5["p5 many scan blocks, both ends, new rows per call"]["grids"] == {
+        "_link_kernel": [9], "_scan_kernel": [24], "_update_kernel": [8]}
+    assert p5["p5 many scan blocks, both ends, new rows per call"]["u"][-1] == 3
+    assert p5["p5 scan warps and chunks"]["grids"]["_scan_kernel"] == [4]  # 4 blocks of 2 warps x 2 loads x 128 rows
+    for case, n_update in [("p5 more lookups than rows", 8), ("p5 update kernel registers only", 4),
+                           ("p5 update kernel staged", 12)]:
+        assert p5[case]["grids"] == {"_link_kernel": [1], "_scan_kernel": [3], "_update_kernel": [n_update]}, p5[case]
+        assert p5[case]["u"] == [300, 171, 40], p5[case]  # every row (the outputs' capacity), 171 rows, 40 rows
+    assert edge_results["p9 dense after sparse"]["programs"] == 4  # 9 samples: 3, 2, 2, 2 per program
+    assert edge_results["p9 NS=17 D=45 B=11"]["programs"] == 4  # 11 samples: 3, 3, 3, 2 per program
+    assert edge_results["p9 NS=1 D=13 B=2"]["programs"] == 2
     assert edge_results["p12 three groups"]["programs"] == 6
     assert edge_results["p12 B=5 < one tile, F=130"]["programs"] == 1
