@@ -278,7 +278,9 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
         host_check: on a GPU, also time :data:`HOST_BLOCKS` blocks of back-to-back calls on the last input set with a
             device-wide synchronisation around each block (ignored on a CPU, where every call is synchronous).
         device_time: on a GPU, then measure the call's device time on the last input set (:func:`time_device`,
-            ``clear_l2`` as given; ignored on a CPU, which has no device time apart from the call's).
+            ``clear_l2`` as given; ignored on a CPU, which has no device time apart from the call's). A call whose
+            median is above ``slow_call_ms`` gets none: it is no speedup candidate, and its stage's time goes to its
+            timing (:data:`SLOW_CALL_MS`).
         warmup_ms, min_warmup, budget_ms, min_reps, max_reps, clear_l2, slow_call_ms: as :func:`time_callable`
             (a slow call's host check uses blocks of one call).
 
@@ -358,7 +360,7 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
             torch.cuda.synchronize(device)
             best = min(best, (time.perf_counter() - t0) * 1e3 / calls)
         result.host_ms, result.host_calls = best, calls * HOST_BLOCKS
-    if device_time and device.startswith("cuda"):
+    if device_time and device.startswith("cuda") and statistics.median(samples) <= slow_call_ms:
         result.device = time_device(lambda: fn(*buffers), device=device, clear_l2=clear_l2, warmup=0,
                                     per_call_ms=statistics.median(samples))
     return result

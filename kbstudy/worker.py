@@ -20,8 +20,9 @@ Candidate worker protocol (messages from the orchestrator; replies are dicts, te
 4. ``{"op": "time", "timing": {...}, "host_check": bool, "device_time": bool}`` then the bytes of the timing pool
    (``{"pool": [input sets], "seeds": [...]}``, see ``kbstudy.timing.time_pool``) -> ``{"samples": [ms, ...],
    "host_ms": float|None, "host_calls": int, "pool_size": int, "device_samples": [ms, ...]|None,
-   "device_host_overran": int|None, "device_spin_us": float|None}`` (device time: ``kbstudy.timing.time_device``) followed by the bytes of ``share({"checked": [(entry, call, outputs),
-   ...]})`` (the sampled timed outputs, kept alive until ``{"op": "release"}``), or a failure dict alone;
+   "device_host_overran": int|None, "device_spin_us": float|None}`` (device time: ``kbstudy.timing.time_device``)
+   followed by the bytes of ``share({"checked": [(entry, call, outputs), ...]})`` (the sampled timed outputs, kept
+   alive until ``{"op": "release"}``), or a failure dict alone;
 5. ``{"op": "profile"}`` (GPU) -> ``{"kernels": [[name, device us], ...]}`` or ``{"profile_error": str}``: one
    profiled call on the last timing inputs (``kbstudy.profiling.capture.profile_steps``, one warm-up call, one traced);
 6. ``{"op": "exit"}``

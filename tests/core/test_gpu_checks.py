@@ -168,6 +168,18 @@ def test_device_time_holds_a_host_synchronisation_inside_the_call():
     assert min(result.samples) > 0.9
 
 
+def test_a_slow_call_gets_no_device_time():
+    """``time_pool(device_time=True)`` measures the device time, except for a call slower than ``slow_call_ms`` (no
+    speedup candidate: its stage's time goes to its timing)."""
+    from kbstudy.timing import time_pool
+
+    pool = [[torch.randn(1 << 16, device="cuda")], [torch.randn(1 << 16, device="cuda")]]
+    kwargs = dict(device="cuda", device_time=True, warmup_ms=0.0, min_warmup=2, budget_ms=1.0, min_reps=5, max_reps=5)
+    timed = time_pool(lambda x: x * 2, pool, **kwargs)
+    assert timed.device is not None and len(timed.device.samples) == 20 and timed.device.host_overran == 0
+    assert time_pool(lambda x: x * 2, pool, slow_call_ms=1e-6, **kwargs).device is None
+
+
 def test_copy_at_size_is_a_plausible_bandwidth():
     """A copy of 256 MB by device time: positive, quartiles around the median, and below 10 TB/s (HBM3e peaks near
     4.8 TB/s on an H200; an L2-resident copy would show as an impossible rate)."""
