@@ -48,7 +48,12 @@ any host synchronisation inside the call (the GPU idles until the host sends the
 ``triton.testing.do_bench`` (L2 flushed, the host's enqueueing overlapped with the flush) made strict: a spin sized
 to outlast the host, checked per call (``host_overran`` counts calls whose host work outlasted it; their samples
 include host time). Nsight Compute's default ``--cache-control all`` also flushes caches before each measured kernel.
-Medians and quartiles over :data:`DEVICE_TIME_REPS` calls on the last timing input set.
+Medians and quartiles over up to :data:`DEVICE_TIME_REPS` calls (fewer, at least :data:`DEVICE_TIME_MIN_REPS`, for a
+call over ``DEVICE_TIME_BUDGET_MS / DEVICE_TIME_REPS``); in :func:`time_pool` each call gets the next pool entry's
+values in the same buffers first (outside the timed region), as the timed calls do, so a result cached by pointer or
+version is not timed as a kernel; the device-time calls' outputs are not checked (the timed calls' are), and a call
+slower than :data:`SLOW_CALL_MS` gets no device time. What it cannot see: a candidate that detects the spin (e.g. by
+querying the stream) and behaves differently under it; the device time feeds no speedup.
 
 **Significance of a speedup** (:func:`speedup_interval`): a two-sample percentile bootstrap of the ratio of medians
 (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13 (percentile intervals) and ch. 8 (two-sample
@@ -318,7 +323,10 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
     checked: list = []
     kept_bytes = [0]
 
+    plan_state = {"first_g": 0}
+
     def plan(first_g: int, reps: int) -> None:
+        plan_state["first_g"] = first_g
         if not keep_outputs:
             return
         first: dict[int, int] = {}
@@ -361,8 +369,11 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
             best = min(best, (time.perf_counter() - t0) * 1e3 / calls)
         result.host_ms, result.host_calls = best, calls * HOST_BLOCKS
     if device_time and device.startswith("cuda") and statistics.median(samples) <= slow_call_ms:
+        # fresh values per call, as in the timed calls: the entries after the last timed one, in turn
+        next_g = plan_state["first_g"] + len(samples)
         result.device = time_device(lambda: fn(*buffers), device=device, clear_l2=clear_l2, warmup=0,
-                                    per_call_ms=statistics.median(samples))
+                                    per_call_ms=statistics.median(samples),
+                                    before_call=lambda j: prepare(next_g + j))
     return result
 
 
@@ -379,17 +390,19 @@ class DeviceTiming:
 
 def spin_cycles_per_us(device: str) -> float:
     """``torch.cuda._sleep`` cycles per microsecond on ``device`` (CUDA), measured: a 10^6-cycle spin timed with CUDA
-    events, fastest of three, so a spin's length does not rest on a clock rate the driver may change."""
+    events, fastest of three, so a spin's length does not rest on a clock rate the driver may change (the events
+    include the spin's launch, ~1-2 % of it, so a spin comes out slightly shorter than asked)."""
     import torch
 
     best = math.inf
-    for _ in range(3):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        torch.cuda._sleep(1_000_000)
-        e.record()
-        torch.cuda.synchronize(device)
-        best = min(best, s.elapsed_time(e) * 1e3)
+    with torch.cuda.device(device):
+        for _ in range(3):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            torch.cuda._sleep(1_000_000)
+            e.record()
+            torch.cuda.synchronize(device)
+            best = min(best, s.elapsed_time(e) * 1e3)
     return 1_000_000 / best
 
 
@@ -398,7 +411,8 @@ def device_timed_call(fn: Callable[[], object], *, device: str, stream, flush, s
     """One call of ``fn`` between two CUDA events on ``stream``: the L2 flushed first if ``flush`` (a tensor from
     :func:`flush_buffer`) is given, then, if ``spin_cycles``, a spin kernel enqueued before the start event. Returns
     ``(event ms, the call's own host ms, host ms from before the spin to after the end event's record)``; a host time
-    above the spin's length means the events saw host time."""
+    above the spin's length means the events saw host time. ``device`` must be the current CUDA device (the spin
+    runs there; :func:`time_device` makes it so)."""
     import torch
 
     if flush is not None:
@@ -421,7 +435,8 @@ def device_timed_call(fn: Callable[[], object], *, device: str, stream, flush, s
 
 def time_device(fn: Callable[[], object], *, device: str, reps: int = DEVICE_TIME_REPS,
                 spin_us: float = DEVICE_SPIN_US, clear_l2: bool = True, warmup: int = 2,
-                per_call_ms: float | None = None, budget_ms: float = DEVICE_TIME_BUDGET_MS) -> DeviceTiming:
+                per_call_ms: float | None = None, budget_ms: float = DEVICE_TIME_BUDGET_MS,
+                before_call: Callable[[int], object] | None = None) -> DeviceTiming:
     """The device time of ``fn()`` (module docstring, "Device time"): per call, the L2 flushed (``clear_l2``), a spin
     of ``spin_us`` enqueued, then the call between CUDA events. Returns a :class:`DeviceTiming` (ms).
 
@@ -435,6 +450,8 @@ def time_device(fn: Callable[[], object], *, device: str, reps: int = DEVICE_TIM
         clear_l2: flush the L2 before each call (cold device time); False: warm.
         warmup: untimed calls first (0 when the caller has just timed ``fn``).
         per_call_ms: the caller's per-call estimate, to size ``reps``; ``None``: the first timed call's.
+        before_call: ``before_call(j)`` runs before timed call ``j``, before the flush (outside the timed region):
+            e.g. fresh values in the call's input buffers (:func:`time_pool` passes its pool's next entry).
 
     Raises ``ValueError`` on a CPU device (no spin kernel, no device clock apart from the call's) or for ``reps`` < 1;
     otherwise whatever ``fn`` raises."""
@@ -444,22 +461,25 @@ def time_device(fn: Callable[[], object], *, device: str, reps: int = DEVICE_TIM
         raise ValueError(f"reps must be at least 1, not {reps}")
     import torch
 
-    stream = torch.cuda.current_stream(device)
-    flush = flush_buffer(device) if clear_l2 else None
-    cycles = int(spin_us * spin_cycles_per_us(device))
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize(device)
     samples: list[float] = []
     overran = 0
-    while len(samples) < reps:
-        ms, _, host_ms = device_timed_call(fn, device=device, stream=stream, flush=flush, spin_cycles=cycles)
-        samples.append(ms)
-        overran += host_ms * 1e3 > spin_us
-        if len(samples) == 1:
-            reps = _reps_for(per_call_ms if per_call_ms is not None else ms, budget_ms,
-                             min(DEVICE_TIME_MIN_REPS, reps), reps)
-    del flush
+    with torch.cuda.device(device):  # the spin and the events on the device measured, whichever is current
+        stream = torch.cuda.current_stream(device)
+        flush = flush_buffer(device) if clear_l2 else None
+        cycles = int(spin_us * spin_cycles_per_us(device))
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize(device)
+        while len(samples) < reps:
+            if before_call is not None:
+                before_call(len(samples))
+            ms, _, host_ms = device_timed_call(fn, device=device, stream=stream, flush=flush, spin_cycles=cycles)
+            samples.append(ms)
+            overran += host_ms * 1e3 > spin_us
+            if len(samples) == 1:
+                reps = _reps_for(per_call_ms if per_call_ms is not None else ms, budget_ms,
+                                 min(DEVICE_TIME_MIN_REPS, reps), reps)
+        del flush
     return DeviceTiming(samples=samples, host_overran=int(overran), spin_us=float(spin_us))
 
 

@@ -317,6 +317,9 @@ if previous_records_dir:
     before, _ = load_run(project_path(previous_records_dir))
     change = compare_runs(before, table)
     change.to_csv(tables_dir / "before_after.csv", index=False)
+    # read every record first: output printed before a slow step can be split into two blocks (unstable under nbval)
+    moves = kernel_moves(project_path(previous_records_dir), project_path(records_dir))
+    moves.to_csv(tables_dir / "kernel_moves_previous.csv", index=False)
     print(f"before: {previous_records_dir} | after: {records_dir}")
     show(change, digits=3)
     faster = change[change["after_over_before"] < 1]
@@ -330,8 +333,6 @@ if previous_records_dir:
     broken = change[(change["before_correct"] == True) & (change["after_correct"] != True)]  # noqa: E712
     print("correct now, not before: " + (", ".join(str(i) for i in fixed["problem_id"]) or "none")
           + "; correct before, not now: " + (", ".join(str(i) for i in broken["problem_id"]) or "none"))
-    moves = kernel_moves(project_path(previous_records_dir), project_path(records_dir))
-    moves.to_csv(tables_dir / "kernel_moves_previous.csv", index=False)
     print("\n".join(f"- {n}" for n in move_notes(moves)))
 else:
     print("no earlier run given (previous_records_dir is empty)")

@@ -90,7 +90,7 @@ VARIANT_COLUMNS = ("problem_id", "problem", "model_config", "correct", "variant_
 DEVICE_COLUMNS = ("problem_id", "problem", "model_config", "bound", "per_call_ms", "device_ms", "floor_ms",
                   "per_call_over_floor", "device_over_floor", "gap_us", "device_within_target", "target_gap_us",
                   "n_kernels", "device_source", "device_q1_ms", "device_q3_ms", "profiled_ms", "copy_ms",
-                  "copy_over_floor", "device_over_copy")
+                  "copy_over_floor", "device_over_copy", "device_host_overran")
 #: ``device_source`` values: the record's device time (``kbstudy.timing.time_device``: median of calls with a cold L2
 #: and the host hidden), or, in records made before it existed, the kernels' summed durations of one profiled call
 DEVICE_SOURCES = ("cold", "profiled")
@@ -297,7 +297,7 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
          if len(wins) and wins["eager_q1_ms"].notna().all() else None, None),
         ("wins over torch.compile", int((ok["speedup_vs_compile"] > 1).sum()), None),
         ("memory-bound problems", len(mem), None),
-        (f"memory-bound within {FLOOR_TARGET}x of floor", len(within), None),
+        (f"memory-bound within {FLOOR_TARGET}x of floor (per call)", len(within), None),
     ]
     launch = table["launch_ms"].dropna()
     measured = len(launch) > 0
@@ -306,7 +306,8 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
         ("launch latency, empty Triton kernel (ms)", float(launch.iloc[0]) if measured else None, None),
         (f"launch-bound problems (floor < {LAUNCH_BOUND_FACTOR:g} launches)",
          int((table["launch_bound"] == True).sum()) if measured else None, None),  # noqa: E712
-        (f"memory-bound within {FLOOR_TARGET}x of floor + 1 launch", len(near) if measured else None, None),
+        (f"memory-bound within {FLOOR_TARGET}x of floor + 1 launch (per call)", len(near) if measured else None,
+         None),
     ]
     return pd.DataFrame(rows, columns=["quantity", "ours", "paper"])
 
@@ -408,9 +409,19 @@ def floor_notes(table: pd.DataFrame, machine: dict) -> list[str]:
 
 def _cold_device_ms(record) -> float | None:
     """A record's device time (ms): ``candidate_device_ms_median`` (``kbstudy.timing.time_device``), ``None`` where
-    absent (a CPU run, or a record made before it existed)."""
+    absent (a CPU run, or a record made before it existed) and where the timed outputs failed their check
+    (``timing_output_ok`` false: the device-time calls' own outputs are not checked)."""
+    if record.get("timing_output_ok") is False:
+        return None
     value = record.get("candidate_device_ms_median")
     return float(value) if isinstance(value, (int, float)) and value == value else None
+
+
+def _host_overran(record) -> int | None:
+    """``metadata.device_time.host_overran`` of a record, ``None`` where absent."""
+    meta = record.get("metadata")
+    dt = meta.get("device_time") if isinstance(meta, dict) else None
+    return int(dt["host_overran"]) if isinstance(dt, dict) and dt.get("host_overran") is not None else None
 
 
 def _device_ms(record) -> float | None:
@@ -444,12 +455,14 @@ def device_time_view(folder: str | Path, model_config: str = MODEL_CONFIG) -> pd
       :func:`kbstudy.evaluate._profile_candidate`): ``metadata["kernel_time_us_by_origin"]`` (every kernel), or where
       a record lacks it the five longest kernel names of ``top_kernels``. **Caveat:** it is one call, not a median,
       and a warm one (no L2 flush before it: the warm-up leaves L2 and TLB state behind), and it leaves out the
-      launches' start-up, so it is below the cold device time (by 2-8 us per launch on the H200, session 13's
-      ``scripts/bench_dlrm_gap.py``); it counts device work only (memsets and copies included), no host time;
+      launches' start-up, so it is below the cold device time (by 2-11 us on the H200 in session 14's runs); it
+      counts device work only (memsets and copies included), no host time;
     * ``floor_ms``, ``bound`` from ``floors.jsonl``; ``per_call_over_floor``, ``device_over_floor``;
     * ``copy_ms`` from ``floors.jsonl`` where measured (GPU runs from session 14 on): the device time of a copy of the
       problem's compulsory bytes at its size (``kbstudy.dlrm_bench.roofline.copy_at_size``); ``copy_over_floor``;
       ``device_over_copy`` (below 1: the kernel moves its bytes faster than a plain copy of as many bytes);
+    * ``device_host_overran``: of the device-time calls, how many had host work outlasting the spin (a host
+      synchronisation inside the call), so their samples hold host time (``metadata.device_time``);
     * ``gap_us`` = (per call - device) in microseconds: host time before the first kernel starts, launch latency,
       gaps between launches and host syncs, and the cold-cache cost the device time does not see;
     * ``device_within_target``: ``device_over_floor`` within :data:`FLOOR_TARGET` (``None`` without a device time or
@@ -488,11 +501,12 @@ def device_time_view(folder: str | Path, model_config: str = MODEL_CONFIG) -> pd
             "device_q3_ms": r.get("candidate_device_ms_q3") if cold is not None else None,
             "profiled_ms": profiled, "copy_ms": copy, "copy_over_floor": _ratio(copy, floor),
             "device_over_copy": _ratio(device, copy),
+            "device_host_overran": _host_overran(r) if cold is not None else None,
         })
     out = pd.DataFrame(rows, columns=list(DEVICE_COLUMNS))
     for col in ("per_call_ms", "device_ms", "floor_ms", "per_call_over_floor", "device_over_floor", "gap_us",
                 "target_gap_us", "device_q1_ms", "device_q3_ms", "profiled_ms", "copy_ms", "copy_over_floor",
-                "device_over_copy"):
+                "device_over_copy", "device_host_overran"):
         out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
     return out.sort_values("problem_id", kind="stable").reset_index(drop=True)
 
@@ -540,6 +554,11 @@ def device_notes(view: pd.DataFrame, machine: dict) -> list[str]:
                      f"{copies['copy_over_floor'].min():.2f}-{copies['copy_over_floor'].max():.2f}x the floor; above "
                      f"{FLOOR_TARGET}x on {_listed(over, 'copy_over_floor')}; ours / copy: "
                      + ", ".join(f"{r.problem_id} {r.device_over_copy:.2f}x" for r in copies.itertuples()))
+    overran = timed[timed["device_host_overran"].fillna(0) > 0]
+    if len(overran):
+        notes.append("device-time calls whose host work outlasted the spin (a host synchronisation inside the call, "
+                     "so their samples hold host time): " + ", ".join(
+                         f"{r.problem_id} ({int(r.device_host_overran)})" for r in overran.itertuples()))
     gap = timed["gap_us"]
     widest = timed.loc[gap.idxmax()]
     note = (f"per-call median minus device time: {gap.min():.0f}-{gap.max():.0f} us over {len(timed)} problems "

@@ -180,6 +180,25 @@ def test_a_slow_call_gets_no_device_time():
     assert time_pool(lambda x: x * 2, pool, slow_call_ms=1e-6, **kwargs).device is None
 
 
+def test_device_time_calls_get_fresh_values():
+    """Each device-time call of ``time_pool`` gets the next pool entry's values in the same buffers first, as the
+    timed calls do, so a result cached by pointer is not timed as a kernel."""
+    from kbstudy.timing import time_pool
+
+    seen = []
+
+    def call(x):
+        seen.append((x.data_ptr(), float(x[0])))  # a host read: fine here, the values are what is checked
+        return x * 2
+
+    pool = [[torch.full((1 << 10,), 1.0, device="cuda")], [torch.full((1 << 10,), 2.0, device="cuda")]]
+    timed = time_pool(call, pool, device="cuda", device_time=True, warmup_ms=0.0, min_warmup=2, budget_ms=1.0,
+                      min_reps=5, max_reps=5)
+    device_calls = seen[-len(timed.device.samples):]
+    assert len({ptr for ptr, _ in device_calls}) == 1  # the same buffer ...
+    assert {value for _, value in device_calls} == {1.0, 2.0}  # ... with each entry's values in turn
+
+
 def test_copy_at_size_is_a_plausible_bandwidth():
     """A copy of 256 MB by device time: positive, quartiles around the median, and below 10 TB/s (HBM3e peaks near
     4.8 TB/s on an H200; an L2-resident copy would show as an impossible rate)."""

@@ -173,3 +173,18 @@ def test_time_device_refuses_a_cpu():
     result = timing.time_pool(lambda x: x + 1, [[torch.ones(8)], [torch.zeros(8)]], device="cpu", device_time=True,
                               warmup_ms=0.0, min_warmup=1, budget_ms=1.0, min_reps=2, max_reps=2)
     assert result.device is None and len(result.samples) == 2
+
+
+def test_device_time_fields_are_the_samples_statistics():
+    """The record fields of a device-time measurement: median and quartiles of the samples (ms), the samples as
+    floats in call order; an empty measurement is an error, not a record of zeros."""
+    from kbstudy.evaluate import device_time_fields
+
+    samples = [0.05, 0.01, 0.03, 0.02, 0.04]
+    fields = device_time_fields(samples)
+    assert fields["candidate_device_ms_median"] == pytest.approx(0.03)
+    assert fields["candidate_device_ms_q1"] == pytest.approx(0.02)
+    assert fields["candidate_device_ms_q3"] == pytest.approx(0.04)
+    assert fields["candidate_device_ms_samples"] == samples
+    with pytest.raises(ValueError):
+        device_time_fields([])
