@@ -215,12 +215,12 @@ print("\n".join(f"- {n}" for n in notes))
 # The per-call time above is the study's measure, as in KernelBench: each timed call follows an L2 flush and a device
 # synchronisation, so it holds the host's work until the kernels are enqueued (Python, argument handling, every
 # launch) and a cold L2. A floor bounds the *device's* work, so the target of 1.25x of the floor is judged by the
-# **device time** (`device_ms`, `device_source = cold`): every timed GPU candidate's record holds the median of 20
-# calls with the L2 flushed and a spin kernel enqueued before the start event, so that the host enqueues the launches
+# **device time** (`device_ms`, `device_source = cold`): every timed GPU candidate's record holds the median of up to
+# 20 calls with the L2 flushed and a spin kernel enqueued before the start event, so that the host enqueues the launches
 # while the GPU spins and the events see only the device's work (`kbstudy.timing.time_device`; the method of
 # `triton.testing.do_bench`, made strict, and what Nsight Compute's default cache control measures). It keeps each
-# launch's GPU-side start-up, idle time between the call's kernels and any host synchronisation inside the call.
-# Records made before session 14 lack it; for them `device_ms` is `profiled_ms` (`device_source = profiled`): the
+# launch's GPU-side start-up, idle time between the call's kernels and any host synchronisation inside the call
+# (`device_host_overran` counts the calls whose host work outlasted the spin). Records made before session 14 lack it; for them `device_ms` is `profiled_ms` (`device_source = profiled`): the
 # kernels' summed durations in one profiled, warm call, which is lower (no start-up, a warm L2).
 # `gap_us` is per-call median minus device time (the host's share); `target_gap_us` is 1.25 x floor minus device time.
 # `copy_ms` (GPU runs from session 14 on) is the device time of a plain copy of the problem's compulsory bytes at its
