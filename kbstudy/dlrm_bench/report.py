@@ -91,9 +91,15 @@ DEVICE_COLUMNS = ("problem_id", "problem", "model_config", "bound", "per_call_ms
                   "per_call_over_floor", "device_over_floor", "gap_us", "device_within_target", "target_gap_us",
                   "n_kernels", "device_source", "device_q1_ms", "device_q3_ms", "profiled_ms", "copy_ms",
                   "copy_over_floor", "device_over_copy", "device_host_overran")
-#: ``device_source`` values: the record's device time (``kbstudy.timing.time_device``: median of calls with a cold L2
-#: and the host hidden), or, in records made before it existed, the kernels' summed durations of one profiled call
-DEVICE_SOURCES = ("cold", "profiled")
+#: ``device_source`` values, each with the sentence :func:`device_notes` closes with: the record's device time
+#: (``kbstudy.timing.time_device``: median of calls with a cold L2 and the host hidden), or, in records made before it
+#: existed, the kernels' summed durations of one profiled call
+DEVICE_SOURCES = {
+    "cold": "device time: the median of calls with the L2 flushed and the host hidden behind a spin kernel "
+            "(kbstudy.timing.time_device)",
+    "profiled": "device time: the kernels' summed durations in one profiled, warm call (these records predate the "
+                "cold device-time measurement, which is higher by the launches' start-up and the cold L2)",
+}
 #: The columns of :func:`kernel_moves`, in order.
 MOVE_COLUMNS = ("problem_id", "problem", "model_config", "same_file", "before_ms", "after_ms", "delta_us",
                 "after_over_before")
@@ -413,7 +419,11 @@ def _cold_device_ms(record) -> float | None:
     (``timing_output_ok`` false: the device-time calls' own outputs are not checked)."""
     if record.get("timing_output_ok") is False:
         return None
-    value = record.get("candidate_device_ms_median")
+    return _finite(record.get("candidate_device_ms_median"))
+
+
+def _finite(value) -> float | None:
+    """A record's or floor row's number as a float, ``None`` where absent (``None``, or NaN in a frame)."""
     return float(value) if isinstance(value, (int, float)) and value == value else None
 
 
@@ -481,8 +491,7 @@ def device_time_view(folder: str | Path, model_config: str = MODEL_CONFIG) -> pd
     for _, r in records[records["model_config"] == model_config].iterrows():
         floor, bound = _floor_and_bound(floors, r, layout)
         frow = _floor_row(floors, r) if layout != "preliminary" else None
-        copy = frow.get("copy_ms") if frow is not None else None
-        copy = float(copy) if isinstance(copy, (int, float)) and copy == copy else None
+        copy = _finite(frow.get("copy_ms")) if frow is not None else None
         per_call, profiled, cold = r["candidate_ms_median"], _device_ms(r), _cold_device_ms(r)
         device = cold if cold is not None else profiled
         source = "cold" if cold is not None else ("profiled" if profiled is not None else None)
@@ -526,12 +535,8 @@ def device_notes(view: pd.DataFrame, machine: dict) -> list[str]:
                 if len(rows) else "none")
 
     sources = set(timed["device_source"].dropna())
-    source_note = ({"cold": "device time: the median of calls with the L2 flushed and the host hidden behind a spin kernel "
-                      "(kbstudy.timing.time_device)",
-              "profiled": "device time: the kernels' summed durations in one profiled, warm call (these records "
-                          "predate the cold device-time measurement, which is higher by the launches' start-up and "
-                          "the cold L2)"}[sources.pop()] if len(sources) == 1 else
-             "device time: cold where the record has it, else profiled (mixed records)")
+    source_note = (DEVICE_SOURCES[sources.pop()] if len(sources) == 1
+                   else "device time: cold where the record has it, else profiled (mixed records)")
     notes = []
     mem = timed[(timed["bound"] == "memory") & timed["floor_ms"].notna()]
     if len(mem):
