@@ -81,6 +81,30 @@ _HOST_HEAVY_RELU = _TRITON_RELU.replace("import torch\n", "import time\nimport t
     "        y = torch.empty_like(x)\n")
 
 
+# candidates that behave in the timed calls and fail only in the device-time calls (found by their frame on the
+# stack): one raises, one kills its process
+_DEVICE_TIME_PROBE = """
+import sys
+
+
+def _in_device_time():
+    frame = sys._getframe()
+    while frame is not None:
+        if frame.f_code.co_name == "time_device":
+            return True
+        frame = frame.f_back
+    return False
+"""
+_RAISES_IN_DEVICE_TIME = _TRITON_RELU.replace("import torch\n", "import torch\n" + _DEVICE_TIME_PROBE, 1).replace(
+    "        y = torch.empty_like(x)\n",
+    "        if _in_device_time():\n            raise RuntimeError('kbstudy test: refuses the device-time calls')\n"
+    "        y = torch.empty_like(x)\n")
+_CRASHES_IN_DEVICE_TIME = _TRITON_RELU.replace("import torch\n", "import os\nimport torch\n" + _DEVICE_TIME_PROBE,
+                                               1).replace(
+    "        y = torch.empty_like(x)\n",
+    "        if _in_device_time():\n            os._exit(3)\n        y = torch.empty_like(x)\n")
+
+
 def _config(tmp, scale: float) -> EvalConfig:
     return EvalConfig(run="gpu-checks", device="cuda", size_scale=scale, compile_baseline=False, progress=False,
                       cache_dir=str(tmp / "cache"), timing={"warmup_ms": 5.0, "budget_ms": 200.0, "min_reps": 10,
@@ -99,7 +123,12 @@ def gpu_rows(problem_by_name, tmp_path_factory):
     triton_relu = make_candidate(_TRITON_RELU, level=1, problem_id=19, model_config="triton_relu", backend="triton")
     host_heavy = make_candidate(_HOST_HEAVY_RELU, level=1, problem_id=19, model_config="host_heavy_relu",
                                 backend="triton")
-    assert evaluate_batch([relu], [triton_relu, host_heavy], store, _config(tmp, 0.1)).written == 2
+    raises = make_candidate(_RAISES_IN_DEVICE_TIME, level=1, problem_id=19, model_config="raises_in_device_time",
+                            backend="triton")
+    crashes = make_candidate(_CRASHES_IN_DEVICE_TIME, level=1, problem_id=19, model_config="crashes_in_device_time",
+                             backend="triton")
+    assert evaluate_batch([relu], [triton_relu, host_heavy, raises, crashes], store,
+                          _config(tmp, 0.1)).written == 4
     return records_by_config(store)
 
 
@@ -145,6 +174,18 @@ def test_device_time_leaves_out_host_work(gpu_rows):
     assert heavy["candidate_ms_median"] > 0.8  # ms: the sleep is in the per-call time
     assert heavy["candidate_device_ms_median"] < 0.5 * heavy["candidate_ms_median"]
     assert heavy["candidate_device_ms_median"] < 1.5 * plain["candidate_device_ms_median"] + 0.01
+
+
+def test_a_candidate_failing_in_the_device_time_calls_is_a_recorded_outcome(gpu_rows):
+    """A candidate that passes its trials and its timed calls, then raises (or kills its process) in the device-time
+    calls, ends as a record with that outcome and its verdicts; the batch goes on (the fixture wrote four records)."""
+    raised, crashed = gpu_rows["raises_in_device_time"], gpu_rows["crashes_in_device_time"]
+    for row in (raised, crashed):
+        assert row["kbstudy_correct"] is True and row["kernelbench_correct"] is True, row["candidate_id"]
+        assert row["outcome"] != "evaluated" and row["candidate_device_ms_median"] is None
+    assert "refuses the device-time calls" in raised["metadata"]["timing_failure"]
+    assert raised["error_message"].startswith("failed while timing: ")
+    assert crashed["outcome"] == "crashed" and crashed["error_message"].startswith("time: "), crashed["error_message"]
 
 
 def test_device_time_holds_a_host_synchronisation_inside_the_call():
