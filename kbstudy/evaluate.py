@@ -681,7 +681,8 @@ def _time_candidate(child: Child, ref: _Reference, cfg: EvalConfig, device: str,
         fields.update(device_time_fields(reply["device_samples"]))
         fields["metadata"]["device_time"] = {"calls": len(reply["device_samples"]),
                                              "host_overran": reply["device_host_overran"],
-                                             "spin_us": reply["device_spin_us"]}
+                                             "spin_us": reply["device_spin_us"],
+                                             "flush": reply.get("device_flush")}
     try:
         # the check the candidate's verdict rests on: kbstudy's if it passed kbstudy's verdict, else KernelBench's
         check_name = "kbstudy" if fields.get("kbstudy_correct") else "kernelbench"
@@ -703,8 +704,10 @@ def _time_candidate(child: Child, ref: _Reference, cfg: EvalConfig, device: str,
         fields["kbstudy_correct"] = False
         fields["kbstudy_failure"] = TIMING_OUTPUT_MISMATCH
         first = check["mismatches"][0] if check["mismatches"] else {}
-        fields["metadata"]["kbstudy_detail"] = (f"timed call {first.get('call')} on timing input set "
-                                                f"{first.get('entry')}: {first.get('detail')}")
+        call = first.get("call")
+        what = "device-time call" if isinstance(call, int) and call >= len(reply["samples"]) else "timed call"
+        fields["metadata"]["kbstudy_detail"] = f"{what} {call} on timing input set {first.get('entry')}: " \
+                                               f"{first.get('detail')}"
 
 
 def _profile_candidate(child: Child, cfg: EvalConfig, fields: dict) -> None:

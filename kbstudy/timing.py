@@ -40,8 +40,8 @@ the event median.
 **Device time** (GPU only; :func:`time_device`). A timed call above holds the host's work until the kernels are
 enqueued (Python, argument handling, every launch), because its start event is recorded on an idle GPU; that is the
 study's per-call measure, as in KernelBench, and what a speedup compares. A floor (``kbstudy.dlrm_bench.roofline``)
-bounds the *device's* work, so a kernel is compared with its floor by its device time: the L2 is flushed as above,
-then a spin kernel (``torch.cuda._sleep``, PyTorch's own test helper) is enqueued *before* the start event, so the host
+bounds the *device's* work, so a kernel is compared with its floor by its device time: the L2 is flushed by *reading*
+the flush buffer (:data:`DEVICE_FLUSH_MODE`, below), then a spin kernel (``torch.cuda._sleep``, PyTorch's own test helper) is enqueued *before* the start event, so the host
 enqueues the call's launches while the GPU is still spinning, and the events see the call's kernels with a cold L2 and
 none of the host's time. What it keeps: each launch's GPU-side start-up, idle time between the call's kernels, and
 any host synchronisation inside the call (the GPU idles until the host sends the rest). This is the method of
@@ -51,9 +51,21 @@ include host time). Nsight Compute's default ``--cache-control all`` also flushe
 Medians and quartiles over up to :data:`DEVICE_TIME_REPS` calls (fewer, at least :data:`DEVICE_TIME_MIN_REPS`, for a
 call over ``DEVICE_TIME_BUDGET_MS / DEVICE_TIME_REPS``); in :func:`time_pool` each call gets the next pool entry's
 values in the same buffers first (outside the timed region), as the timed calls do, so a result cached by pointer or
-version is not timed as a kernel; the device-time calls' outputs are not checked (the timed calls' are), and a call
-slower than :data:`SLOW_CALL_MS` gets no device time. What it cannot see: a candidate that detects the spin (e.g. by
-querying the stream) and behaves differently under it; the device time feeds no speedup.
+version is not timed as a kernel, and the last device-time call's outputs join the checked timed outputs (a candidate
+that skips work only when it finds itself in these calls fails the timed-output check); a call slower than
+:data:`SLOW_CALL_MS` gets no device time. What it cannot see: a candidate that detects the spin (e.g. by querying the
+stream) and is slower or faster under it without a wrong answer; the device time feeds no speedup.
+
+**How a flush leaves the L2** (:func:`l2_flusher`). Writing the flush buffer (KernelBench's ``clear_l2_cache``,
+``triton.testing.do_bench``'s ``cache.zero_()``) evicts every earlier line but leaves the L2 full of the buffer's
+*dirty* lines, and their write-back to DRAM happens while the next, timed call evicts them: the timed call pays for
+bytes it never touched. Reading the buffer instead (a max-reduction into one element) writes the previous call's dirty
+lines back during the flush and leaves only clean lines. On the H200 (L2 60 MB) the write-flush added 3-8 us to the
+device time of DLRM-Bench's kernels and 2.7-4.3 us to plain copies of 31-135 MB, more than the reading flush left
+(``outputs/records/h200-flush-s15``). The per-call timing keeps the write-flush: it is KernelBench's, a speedup
+compares two times that both pay it, and the study's records are comparable across sessions. The device time, which
+a floor bounds, uses the reading flush (:data:`DEVICE_FLUSH_MODE`); records say which (``metadata.device_time.flush``;
+records before session 15 lack the key and used the write-flush).
 
 **Significance of a speedup** (:func:`speedup_interval`): a two-sample percentile bootstrap of the ratio of medians
 (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13 (percentile intervals) and ch. 8 (two-sample
@@ -110,6 +122,10 @@ DEVICE_TIME_REPS = 20
 DEVICE_TIME_MIN_REPS = 5
 DEVICE_TIME_BUDGET_MS = 500.0
 DEVICE_SPIN_US = 2000.0
+#: The L2 flush of the device time (:func:`l2_flusher`): ``"read"`` leaves clean lines, so the call pays for its own
+#: bytes only (module docstring, "How a flush leaves the L2"). The per-call timing's flush is ``"write"``.
+DEVICE_FLUSH_MODE = "read"
+FLUSH_MODES = ("write", "read")
 
 #: Significance of a speedup (:func:`speedup_interval`): confidence, resamples, generator seed, and the fewest timed
 #: calls per side for the test to be made (below it the percentile interval of a median is meaningless).
@@ -196,13 +212,33 @@ def summarize(samples_ms: list[float]) -> TimingStats:
 
 
 def flush_buffer(device):
-    """A CUDA tensor whose ``zero_()`` evicts the L2: max(:data:`MIN_FLUSH_BYTES`, 2 x the device's L2 size) bytes."""
+    """A CUDA int64 tensor of max(:data:`MIN_FLUSH_BYTES`, 2 x the device's L2 size) bytes, filled with zeros: writing
+    or reading all of it evicts the L2 (:func:`l2_flusher`)."""
     import torch
 
     props = torch.cuda.get_device_properties(device)
     l2 = getattr(props, "L2_cache_size", 0) or 0
     nbytes = max(MIN_FLUSH_BYTES, 2 * l2)
-    return torch.empty(nbytes // 8, dtype=torch.int64, device=device)
+    return torch.zeros(nbytes // 8, dtype=torch.int64, device=device)
+
+
+def l2_flusher(device, mode: str = "write") -> Callable[[], None]:
+    """A zero-argument callable that evicts the L2 of CUDA ``device`` by going through a :func:`flush_buffer`
+    (enqueued on the current stream; the caller synchronises).
+
+    ``mode``: ``"write"`` zeroes the buffer (KernelBench's ``clear_l2_cache``; the L2 is left full of dirty lines whose
+    write-back the next call pays); ``"read"`` reduces it to one preallocated element (``torch.amax``), so the L2 is
+    left holding clean lines (module docstring, "How a flush leaves the L2"). Raises ``ValueError`` for another mode.
+    """
+    import torch
+
+    if mode not in FLUSH_MODES:
+        raise ValueError(f"unknown L2 flush mode {mode!r}; expected one of {FLUSH_MODES}")
+    buf = flush_buffer(device)
+    if mode == "write":
+        return buf.zero_
+    sink = torch.empty((), dtype=buf.dtype, device=buf.device)
+    return lambda: torch.amax(buf, dim=0, out=sink)
 
 
 def time_callable(fn: Callable[[], object], *, device: str, warmup_ms: float = 25.0, min_warmup: int = 3,
@@ -215,7 +251,7 @@ def time_callable(fn: Callable[[], object], *, device: str, warmup_ms: float = 2
         device: ``"cuda"``/``"cuda:N"`` for CUDA-event timing, ``"cpu"`` for the monotonic clock.
         warmup_ms, min_warmup: warm up for at least this much work and this many calls.
         budget_ms, min_reps, max_reps: the timed calls to aim for (work budget) and their bounds.
-        clear_l2: on a GPU, write a 2 x L2 buffer before each timed call.
+        clear_l2: on a GPU, write a 2 x L2 buffer before each timed call (:func:`l2_flusher`, ``"write"``).
         slow_call_ms: a second warm-up call slower than this ends the warm-up, and at most :data:`SLOW_CALL_REPS`
             timed calls follow.
 
@@ -248,10 +284,11 @@ class PoolTiming:
 
     ``samples``: per timed call, ms. ``pool_size``: input sets cycled. ``host_ms``: per-call time of the fastest
     host-synchronised block, ms (GPU with ``host_check``; else ``None``), over ``host_calls`` calls in all.
-    ``checked``: ``(entry, timed call index, outputs)`` for the first and last timed call of each entry (outputs as a
-    flat list, tensors cloned after the timed region; empty unless ``keep_outputs``). ``inputs``: the input buffers
-    as the last call saw them (for a later profiled call). ``device``: the :func:`time_device` measurement on the last
-    input set (GPU with ``device_time``; else ``None``).
+    ``checked``: ``(entry, timed call index, outputs)`` for the first and last timed call of each entry and, with a
+    device time, for the last device-time call (index ``len(samples) + j`` for its ``j``-th call) (outputs as a flat
+    list, tensors cloned after the timed region; empty unless ``keep_outputs``). ``inputs``: the input buffers as the
+    last call saw them (for a later profiled call). ``device``: the :func:`time_device` measurement, each call on the
+    next pool entry after the last timed call's (GPU with ``device_time``; else ``None``).
     """
 
     samples: list[float]
@@ -282,10 +319,11 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
             stay under :data:`CHECK_OUTPUT_BYTES`; past it only the last calls are kept).
         host_check: on a GPU, also time :data:`HOST_BLOCKS` blocks of back-to-back calls on the last input set with a
             device-wide synchronisation around each block (ignored on a CPU, where every call is synchronous).
-        device_time: on a GPU, then measure the call's device time on the last input set (:func:`time_device`,
-            ``clear_l2`` as given; ignored on a CPU, which has no device time apart from the call's). A call whose
-            median is above ``slow_call_ms`` gets none: it is no speedup candidate, and its stage's time goes to its
-            timing (:data:`SLOW_CALL_MS`).
+        device_time: on a GPU, then measure the call's device time (:func:`time_device`, each call on the next pool
+            entry's values, its reading L2 flush if ``clear_l2``; with ``keep_outputs`` the last call's outputs join
+            ``checked``; ignored on a CPU, which has no device time apart from the call's). A call whose median is
+            above ``slow_call_ms`` gets none: it is no speedup candidate, and its stage's time goes to its timing
+            (:data:`SLOW_CALL_MS`).
         warmup_ms, min_warmup, budget_ms, min_reps, max_reps, clear_l2, slow_call_ms: as :func:`time_callable`
             (a slow call's host check uses blocks of one call).
 
@@ -371,9 +409,19 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
     if device_time and device.startswith("cuda") and statistics.median(samples) <= slow_call_ms:
         # fresh values per call, as in the timed calls: the entries after the last timed one, in turn
         next_g = plan_state["first_g"] + len(samples)
+        last: dict = {}
+
+        def keep_last(j: int, out) -> None:  # a reference only; cloned once, after the last call
+            last["j"], last["out"] = j, out
+
         result.device = time_device(lambda: fn(*buffers), device=device, clear_l2=clear_l2, warmup=0,
                                     per_call_ms=statistics.median(samples),
-                                    before_call=lambda j: prepare(next_g + j))
+                                    before_call=lambda j: prepare(next_g + j), observe=keep_last)
+        if keep_outputs and "out" in last:
+            # checked like a timed call's outputs: call index len(samples) + j, after the timed calls
+            outputs = execution.flatten_outputs(last.pop("out"))
+            checked.append(((next_g + last["j"]) % n, len(samples) + last["j"],
+                            [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outputs]))
     return result
 
 
@@ -381,11 +429,13 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
 class DeviceTiming:
     """What :func:`time_device` measured: ``samples`` (ms, one per call, in call order), ``host_overran`` (calls whose
     host work, from before the spin to after the end event's record, outlasted the spin: their samples include host
-    time), ``spin_us`` (the spin's intended length)."""
+    time), ``spin_us`` (the spin's intended length), ``flush`` (the L2 flush's mode, :func:`l2_flusher`; ``None``
+    for a warm device time)."""
 
     samples: list[float]
     host_overran: int
     spin_us: float
+    flush: str | None = DEVICE_FLUSH_MODE
 
 
 def spin_cycles_per_us(device: str) -> float:
@@ -406,17 +456,19 @@ def spin_cycles_per_us(device: str) -> float:
     return 1_000_000 / best
 
 
-def device_timed_call(fn: Callable[[], object], *, device: str, stream, flush, spin_cycles: int
+def device_timed_call(fn: Callable[[], object], *, device: str, stream, flush: Callable[[], object] | None,
+                      spin_cycles: int, observe: Callable[[object], None] | None = None
                       ) -> tuple[float, float, float]:
-    """One call of ``fn`` between two CUDA events on ``stream``: the L2 flushed first if ``flush`` (a tensor from
-    :func:`flush_buffer`) is given, then, if ``spin_cycles``, a spin kernel enqueued before the start event. Returns
+    """One call of ``fn`` between two CUDA events on ``stream``: the L2 flushed first if ``flush`` (an
+    :func:`l2_flusher`) is given, then, if ``spin_cycles``, a spin kernel enqueued before the start event. Returns
     ``(event ms, the call's own host ms, host ms from before the spin to after the end event's record)``; a host time
-    above the spin's length means the events saw host time. ``device`` must be the current CUDA device (the spin
-    runs there; :func:`time_device` makes it so)."""
+    above the spin's length means the events saw host time. ``observe(out)``, if given, sees the call's output after
+    the device is synchronised. ``device`` must be the current CUDA device (the spin runs there; :func:`time_device`
+    makes it so)."""
     import torch
 
     if flush is not None:
-        flush.zero_()
+        flush()
     torch.cuda.synchronize(device)
     s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     t0 = time.perf_counter()
@@ -429,6 +481,8 @@ def device_timed_call(fn: Callable[[], object], *, device: str, stream, flush, s
     e.record(stream)
     t3 = time.perf_counter()
     torch.cuda.synchronize(device)
+    if observe is not None:
+        observe(out)
     del out
     return s.elapsed_time(e), (t2 - t1) * 1e3, (t3 - t0) * 1e3
 
@@ -436,7 +490,9 @@ def device_timed_call(fn: Callable[[], object], *, device: str, stream, flush, s
 def time_device(fn: Callable[[], object], *, device: str, reps: int = DEVICE_TIME_REPS,
                 spin_us: float = DEVICE_SPIN_US, clear_l2: bool = True, warmup: int = 2,
                 per_call_ms: float | None = None, budget_ms: float = DEVICE_TIME_BUDGET_MS,
-                before_call: Callable[[int], object] | None = None) -> DeviceTiming:
+                before_call: Callable[[int], object] | None = None,
+                observe: Callable[[int, object], None] | None = None,
+                flush_mode: str = DEVICE_FLUSH_MODE) -> DeviceTiming:
     """The device time of ``fn()`` (module docstring, "Device time"): per call, the L2 flushed (``clear_l2``), a spin
     of ``spin_us`` enqueued, then the call between CUDA events. Returns a :class:`DeviceTiming` (ms).
 
@@ -452,20 +508,25 @@ def time_device(fn: Callable[[], object], *, device: str, reps: int = DEVICE_TIM
         per_call_ms: the caller's per-call estimate, to size ``reps``; ``None``: the first timed call's.
         before_call: ``before_call(j)`` runs before timed call ``j``, before the flush (outside the timed region):
             e.g. fresh values in the call's input buffers (:func:`time_pool` passes its pool's next entry).
+        observe: ``observe(j, out)`` sees timed call ``j``'s output once the device is synchronised (outside the
+            timed region; :func:`time_pool` keeps the last one for the timed-output check).
+        flush_mode: how the flush leaves the L2 (:func:`l2_flusher`; default :data:`DEVICE_FLUSH_MODE`, clean).
 
-    Raises ``ValueError`` on a CPU device (no spin kernel, no device clock apart from the call's) or for ``reps`` < 1;
-    otherwise whatever ``fn`` raises."""
+    Raises ``ValueError`` on a CPU device (no spin kernel, no device clock apart from the call's), for ``reps`` < 1 or
+    an unknown ``flush_mode``; otherwise whatever ``fn`` raises."""
     if not device.startswith("cuda"):
         raise ValueError(f"device time needs a CUDA device, not {device!r}")
     if reps < 1:
         raise ValueError(f"reps must be at least 1, not {reps}")
+    if flush_mode not in FLUSH_MODES:
+        raise ValueError(f"unknown L2 flush mode {flush_mode!r}; expected one of {FLUSH_MODES}")
     import torch
 
     samples: list[float] = []
     overran = 0
     with torch.cuda.device(device):  # the spin and the events on the device measured, whichever is current
         stream = torch.cuda.current_stream(device)
-        flush = flush_buffer(device) if clear_l2 else None
+        flush = l2_flusher(device, flush_mode) if clear_l2 else None
         cycles = int(spin_us * spin_cycles_per_us(device))
         for _ in range(warmup):
             fn()
@@ -473,14 +534,17 @@ def time_device(fn: Callable[[], object], *, device: str, reps: int = DEVICE_TIM
         while len(samples) < reps:
             if before_call is not None:
                 before_call(len(samples))
-            ms, _, host_ms = device_timed_call(fn, device=device, stream=stream, flush=flush, spin_cycles=cycles)
+            j = len(samples)
+            ms, _, host_ms = device_timed_call(fn, device=device, stream=stream, flush=flush, spin_cycles=cycles,
+                                               observe=None if observe is None else lambda out: observe(j, out))
             samples.append(ms)
             overran += host_ms * 1e3 > spin_us
             if len(samples) == 1:
                 reps = _reps_for(per_call_ms if per_call_ms is not None else ms, budget_ms,
                                  min(DEVICE_TIME_MIN_REPS, reps), reps)
         del flush
-    return DeviceTiming(samples=samples, host_overran=int(overran), spin_us=float(spin_us))
+    return DeviceTiming(samples=samples, host_overran=int(overran), spin_us=float(spin_us),
+                        flush=flush_mode if clear_l2 else None)
 
 
 def host_block_calls(samples: list[float], slow_call_ms: float = SLOW_CALL_MS) -> int:
@@ -514,7 +578,7 @@ def _loop(fn, *, device, prepare=None, plan=None, observe=None, warmup_ms, min_w
     if cuda:
         import torch
 
-        flush = flush_buffer(device) if clear_l2 else None
+        flush = l2_flusher(device, "write") if clear_l2 else None
         stream = torch.cuda.current_stream(device)
         torch.cuda.synchronize(device)
         start_evt, end_evt = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -550,7 +614,7 @@ def _loop(fn, *, device, prepare=None, plan=None, observe=None, warmup_ms, min_w
         args = prepare(g) if prepare is not None else ()
         if cuda:
             if flush is not None:
-                flush.zero_()
+                flush()
             torch.cuda.synchronize(device)
             s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             s.record(stream)

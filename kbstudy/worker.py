@@ -20,9 +20,10 @@ Candidate worker protocol (messages from the orchestrator; replies are dicts, te
 4. ``{"op": "time", "timing": {...}, "host_check": bool, "device_time": bool}`` then the bytes of the timing pool
    (``{"pool": [input sets], "seeds": [...]}``, see ``kbstudy.timing.time_pool``) -> ``{"samples": [ms, ...],
    "host_ms": float|None, "host_calls": int, "pool_size": int, "device_samples": [ms, ...]|None,
-   "device_host_overran": int|None, "device_spin_us": float|None}`` (device time: ``kbstudy.timing.time_device``)
-   followed by the bytes of ``share({"checked": [(entry, call, outputs), ...]})`` (the sampled timed outputs, kept
-   alive until ``{"op": "release"}``), or a failure dict alone;
+   "device_host_overran": int|None, "device_spin_us": float|None, "device_flush": str|None}`` (device time:
+   ``kbstudy.timing.time_device``) followed by the bytes of ``share({"checked": [(entry, call, outputs), ...]})`` (the
+   sampled timed outputs and the last device-time call's, kept alive until ``{"op": "release"}``), or a failure dict
+   alone;
 5. ``{"op": "profile"}`` (GPU) -> ``{"kernels": [[name, device us], ...]}`` or ``{"profile_error": str}``: one
    profiled call on the last timing inputs (``kbstudy.profiling.capture.profile_steps``, one warm-up call, one traced);
 6. ``{"op": "exit"}``
@@ -601,7 +602,8 @@ class CandidateWorker:
         self.conn.send({"samples": result.samples, "host_ms": result.host_ms, "host_calls": result.host_calls,
                         "pool_size": result.pool_size, "device_samples": dev.samples if dev else None,
                         "device_host_overran": dev.host_overran if dev else None,
-                        "device_spin_us": dev.spin_us if dev else None})
+                        "device_spin_us": dev.spin_us if dev else None,
+                        "device_flush": dev.flush if dev else None})
         self.conn.send_bytes(payload)
         return True
 

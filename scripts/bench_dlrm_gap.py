@@ -7,15 +7,17 @@ gap in two by timing each forward three ways on the same inputs, ``--reps`` call
 
 * ``per_call``: the study's timed-call sequence (above), on one input set in this process (the study cycles a pool
   of input sets in a worker process, so this script's times are not a run's: it shows what a gap is made of);
-* ``cold_device``: the same flush, then ``torch.cuda._sleep`` (a spin kernel, ``--sleep-us`` long) enqueued *before*
+* ``cold_device``: the device time's flush (``kbstudy.timing.l2_flusher``, ``"read"``: the L2 left clean), then
+  ``torch.cuda._sleep`` (a spin kernel, ``--sleep-us`` long) enqueued *before*
   the start event, so that the host enqueues the forward's launches while the GPU is still spinning: the events then
   see the kernels back to back with a cold L2 and none of the host's time (a call whose host work outlasts the spin is
   counted in ``host_overran``, over both device-bound ways; its sample still counts, but then includes host time);
 * ``warm_device``: the same with no flush (what the profiled device time measures, with events instead of CUPTI).
 
 ``host = per_call - cold_device`` is what the host adds to a timed call (Python, launches, allocations, a host sync
-inside the forward); ``cold_cache = cold_device - warm_device`` is what the flushed L2 costs the kernels (inputs that
-the warm call found in L2, the write-back of the flush's dirty lines); ``enqueue`` is the wall time of the forward
+inside the forward) plus the write-back of the per-call flush's dirty lines (``"write"``, KernelBench's; 3-8 us on the
+H200, ``scripts/bench_l2_flush.py``); ``cold_cache = cold_device - warm_device`` is what the flushed L2 costs the
+kernels (inputs that the warm call found in L2); ``enqueue`` is the wall time of the forward
 call itself in the per-call way, so ``host - enqueue`` is what remains between the host's submission and the GPU's
 work on an idle GPU. GPU only (``torch.cuda._sleep`` is PyTorch's
 own test helper; there is no spin kernel on a CPU). Example, on the GPU machine::
@@ -54,10 +56,11 @@ def split_gap(per_call_us: list[float], cold_device_us: list[float], warm_device
     return dict(zip(GAP_COLUMNS, (p, c, w, p - c, c - w, q, int(host_overran))))
 
 
-def time_three_ways(fn, *, device: str, reps: int, sleep_us: float, flush) -> dict:
+def time_three_ways(fn, *, device: str, reps: int, sleep_us: float, per_call_flush, device_flush) -> dict:
     """``fn`` timed ``reps`` times each way (module docstring) on ``device`` (CUDA), the three ways interleaved;
-    ``flush`` is a tensor whose ``zero_()`` clears the L2 (``kbstudy.timing.flush_buffer``); each call goes through
-    ``kbstudy.timing.device_timed_call``. Returns :func:`split_gap`'s row."""
+    ``per_call_flush`` and ``device_flush`` clear the L2 (``kbstudy.timing.l2_flusher``, ``"write"`` and ``"read"``
+    as the study uses them); each call goes through ``kbstudy.timing.device_timed_call``. Returns :func:`split_gap`'s
+    row."""
     import torch
 
     from kbstudy.timing import device_timed_call, spin_cycles_per_us
@@ -69,10 +72,10 @@ def time_three_ways(fn, *, device: str, reps: int, sleep_us: float, flush) -> di
         fn()
     torch.cuda.synchronize(device)
     for _ in range(reps):
-        ms, call_ms, _ = device_timed_call(fn, device=device, stream=stream, flush=flush, spin_cycles=0)
+        ms, call_ms, _ = device_timed_call(fn, device=device, stream=stream, flush=per_call_flush, spin_cycles=0)
         per_call.append(ms * 1e3)
         enqueue.append(call_ms * 1e3)
-        for samples, flush_first in ((cold, flush), (warm, None)):
+        for samples, flush_first in ((cold, device_flush), (warm, None)):
             ms, _, host_ms = device_timed_call(fn, device=device, stream=stream, flush=flush_first, spin_cycles=cycles)
             samples.append(ms * 1e3)
             overran += host_ms * 1e3 > sleep_us  # the spin must outlast the host's enqueueing, else events saw host
@@ -96,13 +99,13 @@ def main() -> None:
         sys.exit("bench_dlrm_gap.py needs a CUDA GPU (it times with CUDA events and a spin kernel)")
     from kbstudy.candidates import load_candidates
     from kbstudy.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
-    from kbstudy.timing import flush_buffer
+    from kbstudy.timing import DEVICE_FLUSH_MODE, l2_flusher
 
     device = "cuda"
     cands = ({c.problem_id: c for c in load_candidates(args.candidates, model_config=Path(args.candidates).name)}
              if args.candidates else {c.problem_id: c for c in load_dlrm_candidates()})
     torch.set_grad_enabled(False)
-    flush = flush_buffer(device)
+    per_call_flush, device_flush = l2_flusher(device, "write"), l2_flusher(device, DEVICE_FLUSH_MODE)
     label = Path(args.candidates).name if args.candidates else "kbstudy-triton"
     header = ("problem_id", "problem", "model_config") + GAP_COLUMNS
     rows = []
@@ -114,7 +117,7 @@ def main() -> None:
             continue
         _, model, inputs = instantiate(problem, cands[pid].source, device)
         row = time_three_ways(lambda: model(*inputs), device=device, reps=args.reps, sleep_us=args.sleep_us,
-                              flush=flush)
+                              per_call_flush=per_call_flush, device_flush=device_flush)
         rows.append((pid, problem.name, label) + tuple(row[c] for c in GAP_COLUMNS))
         print(" ".join(f"{v:>14.1f}" if isinstance(v, float) else f"{v!s:>14}" for v in rows[-1]), flush=True)
         del model, inputs

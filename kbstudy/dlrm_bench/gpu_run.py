@@ -23,8 +23,8 @@ Three steps, three kinds of files in ``DIR``:
 3. ``floors.jsonl`` -- one row per problem: ``problem_id``, ``problem_name``, ``problem_sha256`` (the same hash as the
    evaluation records: the unscaled source), ``size_scale``, ``precision``, compulsory ``bytes`` and ``flops``,
    ``formula``, ``floor_ms``, ``bound``, ``memory_ms``, ``compute_ms`` and ``machine_key`` (``machine.json``'s key);
-   on a GPU also ``copy_ms``, ``copy_q1_ms``, ``copy_q3_ms``: the device time of a copy of the problem's compulsory
-   bytes (:func:`kbstudy.dlrm_bench.roofline.copy_at_size`).
+   on a GPU also ``copy_ms``, ``copy_q1_ms``, ``copy_q3_ms``, ``copy_flush``: the device time of a copy of the
+   problem's compulsory bytes (:func:`kbstudy.dlrm_bench.roofline.copy_at_size`).
    Problems 2, 7 and 8 have random totals: their floors use the first input set of the timing pool (seed
    ``EvalConfig.seed``, generated on the device, as the reference process does; the pool's other sets, seeds
    ``seed + 1`` ..., are draws of the same distribution, see ``kbstudy.timing.time_pool``).

@@ -90,7 +90,8 @@ VARIANT_COLUMNS = ("problem_id", "problem", "model_config", "correct", "variant_
 DEVICE_COLUMNS = ("problem_id", "problem", "model_config", "bound", "per_call_ms", "device_ms", "floor_ms",
                   "per_call_over_floor", "device_over_floor", "gap_us", "device_within_target", "target_gap_us",
                   "n_kernels", "device_source", "device_q1_ms", "device_q3_ms", "profiled_ms", "copy_ms",
-                  "copy_over_floor", "device_over_copy", "device_host_overran")
+                  "copy_over_floor", "device_over_copy", "device_host_overran", "device_flush",
+                  "copy_flush")
 #: ``device_source`` values, each with the sentence :func:`device_notes` closes with: the record's device time
 #: (``kbstudy.timing.time_device``: median of calls with a cold L2 and the host hidden), or, in records made before it
 #: existed, the kernels' summed durations of one profiled call
@@ -99,6 +100,15 @@ DEVICE_SOURCES = {
             "(kbstudy.timing.time_device)",
     "profiled": "device time: the kernels' summed durations in one profiled, warm call (these records predate the "
                 "cold device-time measurement, which is higher by the launches' start-up and the cold L2)",
+}
+#: ``device_flush`` values (how the L2 flush before each device-time call left the cache,
+#: ``kbstudy.timing.l2_flusher``), each with the sentence :func:`device_notes` adds.
+DEVICE_FLUSHES = {
+    "read": "each device-time call followed a flush that read a 2 x L2 buffer, leaving the L2 clean, so a call pays "
+            "for its own bytes only",
+    "write": "each device-time call followed a flush that wrote a 2 x L2 buffer (records before session 15), so its "
+             "device time includes the write-back of the flush's dirty lines (3-8 us per call on the H200, "
+             "outputs/records/h200-flush-s15)",
 }
 #: The columns of :func:`kernel_moves`, in order.
 MOVE_COLUMNS = ("problem_id", "problem", "model_config", "same_file", "before_ms", "after_ms", "delta_us",
@@ -416,7 +426,8 @@ def floor_notes(table: pd.DataFrame, machine: dict) -> list[str]:
 def _cold_device_ms(record) -> float | None:
     """A record's device time (ms): ``candidate_device_ms_median`` (``kbstudy.timing.time_device``), ``None`` where
     absent (a CPU run, or a record made before it existed) and where the timed outputs failed their check
-    (``timing_output_ok`` false: the device-time calls' own outputs are not checked)."""
+    (``timing_output_ok`` false; before session 15 the device-time calls' own outputs were not checked, since then
+    the last one's are, with the timed calls')."""
     if record.get("timing_output_ok") is False:
         return None
     return _finite(record.get("candidate_device_ms_median"))
@@ -425,6 +436,24 @@ def _cold_device_ms(record) -> float | None:
 def _finite(value) -> float | None:
     """A record's or floor row's number as a float, ``None`` where absent (``None``, or NaN in a frame)."""
     return float(value) if isinstance(value, (int, float)) and value == value else None
+
+
+def _device_flush(record) -> str | None:
+    """How the L2 flush of a record's device-time calls left the cache: ``metadata.device_time.flush``, or
+    ``"write"`` for a record with a device time that predates the key (session 14's); ``None`` without one."""
+    meta = record.get("metadata")
+    dt = meta.get("device_time") if isinstance(meta, dict) else None
+    if not isinstance(dt, dict):
+        return None
+    return dt.get("flush") or "write"
+
+
+def _copy_flush(frow) -> str | None:
+    """The flush of a floor row's copy at size: ``copy_flush``, or ``"write"`` for a row from before the key."""
+    if frow is None or _finite(frow.get("copy_ms")) is None:
+        return None
+    flush = frow.get("copy_flush")
+    return flush if isinstance(flush, str) else "write"
 
 
 def _host_overran(record) -> int | None:
@@ -473,6 +502,9 @@ def device_time_view(folder: str | Path, model_config: str = MODEL_CONFIG) -> pd
       ``device_over_copy`` (below 1: the kernel moves its bytes faster than a plain copy of as many bytes);
     * ``device_host_overran``: of the device-time calls, how many had host work outlasting the spin (a host
       synchronisation inside the call), so their samples hold host time (``metadata.device_time``);
+    * ``device_flush``: how the L2 flush before each device-time call left the cache (:data:`DEVICE_FLUSHES`:
+      ``"read"``, clean, from session 15; ``"write"``, dirty, before), ``None`` without a cold device time;
+      ``copy_flush`` the same for ``copy_ms``;
     * ``gap_us`` = (per call - device) in microseconds: host time before the first kernel starts, launch latency,
       gaps between launches and host syncs, and the cold-cache cost the device time does not see;
     * ``device_within_target``: ``device_over_floor`` within :data:`FLOOR_TARGET` (``None`` without a device time or
@@ -511,6 +543,8 @@ def device_time_view(folder: str | Path, model_config: str = MODEL_CONFIG) -> pd
             "profiled_ms": profiled, "copy_ms": copy, "copy_over_floor": _ratio(copy, floor),
             "device_over_copy": _ratio(device, copy),
             "device_host_overran": _host_overran(r) if cold is not None else None,
+            "device_flush": _device_flush(r) if cold is not None else None,
+            "copy_flush": _copy_flush(frow),
         })
     out = pd.DataFrame(rows, columns=list(DEVICE_COLUMNS))
     for col in ("per_call_ms", "device_ms", "floor_ms", "per_call_over_floor", "device_over_floor", "gap_us",
@@ -575,6 +609,16 @@ def device_notes(view: pd.DataFrame, machine: dict) -> list[str]:
                  f"{gap.min() / (launch * 1e3):.1f}-{gap.max() / (launch * 1e3):.1f} launches' worth")
     notes.append(note)
     notes.append(source_note)
+    flushes = sorted(set(timed["device_flush"].dropna()))
+    copy_flushes = sorted(set(timed["copy_flush"].dropna()))
+    if len(flushes) == 1:
+        notes.append(DEVICE_FLUSHES[flushes[0]])
+    elif flushes:
+        notes.append(f"the device-time calls' L2 flushes differ between these records ({', '.join(flushes)}): compare "
+                     f"their device times with care")
+    if flushes and copy_flushes and copy_flushes != flushes:
+        notes.append(f"the copies' L2 flush ({', '.join(copy_flushes)}) differs from the kernels' "
+                     f"({', '.join(flushes)})")
     return notes
 
 

@@ -29,9 +29,11 @@ floor (the report flags it and adds ``ours / (floor + one launch)``; the floor i
 floor). ``BW`` comes from a 4 GiB copy, where the start-up and the tail of one launch are negligible. At the sizes of
 the smaller problems (30-130 MB) they are not: the same copy at that size takes longer than ``bytes / BW``.
 :func:`copy_at_size` times ``dst.copy_(src)`` of ``bytes / 2`` each way by the device time a kernel is judged by
-(:func:`kbstudy.timing.time_device`: cold L2, the host hidden); ``copy_ms / floor_ms`` says how close to the floor the
-simplest kernel that moves those bytes comes at that size. It is evidence, not a bound: a kernel whose bytes are
-mostly reads may move them faster than a copy does.
+(:func:`kbstudy.timing.time_device`: cold L2, the host hidden; ``copy_flush`` says how its flush left the L2, clean
+``"read"`` from session 15, rows before lack the key and were ``"write"``); ``copy_ms / floor_ms`` says how close to
+the floor the simplest kernel that moves those bytes comes at that size. It is evidence, not a bound: a kernel whose
+bytes are mostly reads may move them faster than a copy does, and a copy whose written half fits the L2 (60 MB on the
+H200) need not finish writing it to DRAM within its time.
 
 Byte and FLOP formulas per problem are in :func:`compulsory_work` (sizes: B batch, L bag size, D dim, N table rows,
 s = bytes per element: 4 fp32, 2 bf16, 8 int64 indices).
@@ -223,7 +225,8 @@ def problem_floor(problem_id: int, consts: dict, machine: Machine, inputs: Seque
 def copy_at_size(nbytes: float, device: str, reps: int = 20) -> dict:
     """The device time of a device-to-device copy moving ``nbytes`` (``nbytes / 2`` read, ``nbytes / 2`` written;
     ``torch.Tensor.copy_`` of uint8 buffers) on a CUDA ``device``, by :func:`kbstudy.timing.time_device` (cold L2,
-    the host hidden, ``reps`` calls): ``{"copy_ms": median, "copy_q1_ms": ..., "copy_q3_ms": ...}`` in ms.
+    the host hidden, ``reps`` calls): ``{"copy_ms": median, "copy_q1_ms": ..., "copy_q3_ms": ..., "copy_flush":
+    the L2 flush's mode}``, times in ms.
     Raises ``ValueError`` on a CPU device (no device time there) or for ``nbytes`` below 2."""
     import torch
 
@@ -236,10 +239,11 @@ def copy_at_size(nbytes: float, device: str, reps: int = 20) -> dict:
         raise ValueError(f"nothing to copy: {nbytes} bytes")
     src = torch.empty(half, dtype=torch.uint8, device=device).fill_(1)
     dst = torch.empty_like(src)
-    stats = summarize(time_device(lambda: dst.copy_(src), device=device, reps=reps).samples)
+    timing = time_device(lambda: dst.copy_(src), device=device, reps=reps)
+    stats = summarize(timing.samples)
     del src, dst
     torch.cuda.empty_cache()
-    return {"copy_ms": stats.median, "copy_q1_ms": stats.q1, "copy_q3_ms": stats.q3}
+    return {"copy_ms": stats.median, "copy_q1_ms": stats.q1, "copy_q3_ms": stats.q3, "copy_flush": timing.flush}
 
 
 def launch_latency_ms(machine: "Machine | dict") -> float | None:

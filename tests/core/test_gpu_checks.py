@@ -99,6 +99,10 @@ _RAISES_IN_DEVICE_TIME = _TRITON_RELU.replace("import torch\n", "import torch\n"
     "        y = torch.empty_like(x)\n",
     "        if _in_device_time():\n            raise RuntimeError('kbstudy test: refuses the device-time calls')\n"
     "        y = torch.empty_like(x)\n")
+# ... and one that skips its work there (zeros for an answer): the last device-time call's outputs are checked
+_SKIPS_IN_DEVICE_TIME = _TRITON_RELU.replace("import torch\n", "import torch\n" + _DEVICE_TIME_PROBE, 1).replace(
+    "        y = torch.empty_like(x)\n",
+    "        if _in_device_time():\n            return torch.zeros_like(x)\n        y = torch.empty_like(x)\n")
 _CRASHES_IN_DEVICE_TIME = _TRITON_RELU.replace("import torch\n", "import os\nimport torch\n" + _DEVICE_TIME_PROBE,
                                                1).replace(
     "        y = torch.empty_like(x)\n",
@@ -127,8 +131,10 @@ def gpu_rows(problem_by_name, tmp_path_factory):
                             backend="triton")
     crashes = make_candidate(_CRASHES_IN_DEVICE_TIME, level=1, problem_id=19, model_config="crashes_in_device_time",
                              backend="triton")
-    assert evaluate_batch([relu], [triton_relu, host_heavy, raises, crashes], store,
-                          _config(tmp, 0.1)).written == 4
+    skips = make_candidate(_SKIPS_IN_DEVICE_TIME, level=1, problem_id=19, model_config="skips_in_device_time",
+                           backend="triton")
+    assert evaluate_batch([relu], [triton_relu, host_heavy, raises, crashes, skips], store,
+                          _config(tmp, 0.1)).written == 5
     return records_by_config(store)
 
 
@@ -178,7 +184,7 @@ def test_device_time_leaves_out_host_work(gpu_rows):
 
 def test_a_candidate_failing_in_the_device_time_calls_is_a_recorded_outcome(gpu_rows):
     """A candidate that passes its trials and its timed calls, then raises (or kills its process) in the device-time
-    calls, ends as a record with that outcome and its verdicts; the batch goes on (the fixture wrote four records)."""
+    calls, ends as a record with that outcome and its verdicts; the batch goes on (the fixture wrote five records)."""
     raised, crashed = gpu_rows["raises_in_device_time"], gpu_rows["crashes_in_device_time"]
     for row in (raised, crashed):
         assert row["kbstudy_correct"] is True and row["kernelbench_correct"] is True, row["candidate_id"]
@@ -186,6 +192,50 @@ def test_a_candidate_failing_in_the_device_time_calls_is_a_recorded_outcome(gpu_
     assert "refuses the device-time calls" in raised["metadata"]["timing_failure"]
     assert raised["error_message"].startswith("failed while timing: ")
     assert crashed["outcome"] == "crashed" and crashed["error_message"].startswith("time: "), crashed["error_message"]
+
+
+def test_a_candidate_skipping_work_in_the_device_time_calls_fails_its_timed_outputs(gpu_rows):
+    """A candidate that computes in its trials and timed calls but returns zeros once it finds itself in the
+    device-time calls (a near-zero device time, were it believed) fails kbstudy's verdict on its timed outputs: the
+    last device-time call's outputs are checked with the timed calls'. An honest kernel's pass (its check counts one
+    more output set than the timed calls kept)."""
+    skipped, honest = gpu_rows["skips_in_device_time"], _evaluated(gpu_rows["triton_relu"])
+    assert skipped["kernelbench_correct"] is True and skipped["timing_output_ok"] is False
+    assert skipped["kbstudy_correct"] is False and skipped["kbstudy_failure"] == "timing_output_mismatch"
+    assert skipped["metadata"]["kbstudy_detail"].startswith("device-time call "), skipped["metadata"]
+    assert skipped["metadata"]["device_time"]["flush"] == "read"
+    assert honest["timing_output_ok"] is True and honest["metadata"]["device_time"]["flush"] == "read"
+    calls = honest["metadata"]["timing_output_check"]["checked"]
+    assert calls == 2 * honest["timing_pool_size"] + 1, honest["metadata"]["timing_output_check"]
+
+
+def test_time_pool_checks_the_last_device_time_call():
+    """``time_pool(keep_outputs=True, device_time=True)``: the last entry of ``checked`` is the last device-time
+    call's (index after the timed calls), on the pool entry that call had, with that entry's answer."""
+    from kbstudy.timing import time_pool
+
+    pool = [[torch.full((1 << 10,), float(v), device="cuda")] for v in (1.0, 2.0, 3.0)]
+    timed = time_pool(lambda x: x * 2, pool, device="cuda", keep_outputs=True, device_time=True, warmup_ms=0.0,
+                      min_warmup=2, budget_ms=1.0, min_reps=5, max_reps=5)
+    entry, call, outputs = timed.checked[-1]
+    assert call == len(timed.samples) + len(timed.device.samples) - 1
+    assert torch.equal(outputs[0], pool[entry][0] * 2)
+    assert all(c < len(timed.samples) for _, c, _ in timed.checked[:-1])
+
+
+def test_the_reading_flush_leaves_the_next_call_less_to_write_back():
+    """The device time's flush reads its buffer (``l2_flusher(..., "read")``) and leaves clean lines; the per-call
+    timing's writes it and leaves dirty ones, whose write-back the next call pays: a 64 MB copy's device time is
+    lower after the reading flush (session 15 on the H200: 17.6 vs 20.3 us, ``scripts/bench_l2_flush.py``)."""
+    from kbstudy.timing import time_device
+
+    src = torch.ones(32 << 20, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    read = time_device(lambda: dst.copy_(src), device="cuda", flush_mode="read")
+    write = time_device(lambda: dst.copy_(src), device="cuda", flush_mode="write")
+    assert read.flush == "read" and write.flush == "write"
+    med = lambda t: sorted(t.samples)[len(t.samples) // 2]  # noqa: E731
+    assert med(read) < med(write), (read.samples, write.samples)
 
 
 def test_device_time_holds_a_host_synchronisation_inside_the_call():
@@ -247,6 +297,7 @@ def test_copy_at_size_is_a_plausible_bandwidth():
 
     result = copy_at_size(256e6, "cuda")
     assert 0 < result["copy_q1_ms"] <= result["copy_ms"] <= result["copy_q3_ms"]
+    assert result["copy_flush"] == "read"  # the device time's clean flush (kbstudy.timing.DEVICE_FLUSH_MODE)
     assert 256e6 / (result["copy_ms"] * 1e-3) < 10e12
 
 

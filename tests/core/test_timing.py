@@ -175,6 +175,19 @@ def test_time_device_refuses_a_cpu():
     assert result.device is None and len(result.samples) == 2
 
 
+def test_l2_flush_modes_are_checked_before_any_device_work():
+    """The two L2 flushes are ``"write"`` (the per-call timing's, KernelBench's) and ``"read"`` (the device time's, a
+    clean L2); an unknown mode is a clear error from both entry points, before anything touches a GPU."""
+    from kbstudy import timing
+
+    assert timing.FLUSH_MODES == ("write", "read") and timing.DEVICE_FLUSH_MODE == "read"
+    with pytest.raises(ValueError, match="unknown L2 flush mode 'clean'"):
+        timing.l2_flusher("cuda", "clean")
+    with pytest.raises(ValueError, match="unknown L2 flush mode"):
+        timing.time_device(lambda: None, device="cuda", flush_mode="zero")
+    assert timing.DeviceTiming(samples=[0.1], host_overran=0, spin_us=2000.0).flush == "read"
+
+
 def test_device_time_fields_are_the_samples_statistics():
     """The record fields of a device-time measurement: median and quartiles of the samples (ms), the samples as
     floats in call order; an empty measurement is an error, not a record of zeros."""

@@ -353,6 +353,38 @@ def test_device_time_view_sources_and_target(tmp_path):
     assert note == [f"a copy of the compulsory bytes at each memory-bound problem's size (device time) takes "
                     f"1.10-1.30x the floor; above 1.25x on 1: 3 (1.30x); ours / copy: 1 "
                     f"{view.loc[1, 'device_over_copy']:.2f}x, 3 0.93x"]
+    assert pd.isna(view.loc[3, "device_flush"])  # a cold device time without metadata.device_time: unknown flush
+    assert set(view["copy_flush"].dropna()) == {"write"}  # copies from before session 15 lack the key: "write"
+
+    # how the flush left the L2 (kbstudy.timing.l2_flusher): from metadata.device_time.flush; session 14's records
+    # have metadata.device_time without the key, and their flush wrote its buffer
+    def with_flush(flush):
+        def rewrite(rows):
+            out = []
+            for r in rows:
+                if r["problem_id"] == 3:
+                    dt = {"calls": 20, "host_overran": 0, "spin_us": 2000.0}
+                    r = {**r, "metadata": {**r["metadata"], "device_time": {**dt, **({"flush": flush} if flush
+                                                                                     else {})}}}
+                out.append(r)
+            return out
+        return rewrite
+
+    _rewrite_records(run, with_flush(None))
+    view = report.device_time_view(run).set_index("problem_id")
+    assert view.loc[3, "device_flush"] == "write" and pd.isna(view.loc[1, "device_flush"])  # 1: profiled only
+    notes = report.device_notes(view.reset_index(), machine)
+    assert report.DEVICE_FLUSHES["write"] in notes
+    _rewrite_records(run, with_flush("read"))
+    view = report.device_time_view(run).set_index("problem_id")
+    assert view.loc[3, "device_flush"] == "read"
+    notes = report.device_notes(view.reset_index(), machine)
+    assert report.DEVICE_FLUSHES["read"] in notes and notes[-1] == "the copies' L2 flush (write) differs from the " \
+        "kernels' (read)"
+    path.write_text("".join(json.dumps({**r, "copy_ms": r["floor_ms"], "copy_flush": "read"}) + "\n" for r in rows))
+    view = report.device_time_view(run).set_index("problem_id")
+    assert set(view["copy_flush"]) == {"read"}
+    assert report.device_notes(view.reset_index(), machine)[-1] == report.DEVICE_FLUSHES["read"]
 
 
 def _with_two_timed_variants(rows):
