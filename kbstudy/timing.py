@@ -60,9 +60,9 @@ stream) and is slower or faster under it without a wrong answer; the device time
 ``triton.testing.do_bench``'s ``cache.zero_()``) evicts every earlier line but leaves the L2 full of the buffer's
 *dirty* lines, and their write-back to DRAM happens while the next, timed call evicts them: the timed call pays for
 bytes it never touched. Reading the buffer instead (a max-reduction into one element) writes the previous call's dirty
-lines back during the flush and leaves only clean lines. On the H200 (L2 60 MB) the write-flush added 3-8 us to the
-device time of DLRM-Bench's kernels and 2.7-4.3 us to plain copies of 31-135 MB, more than the reading flush left
-(``outputs/records/h200-flush-s15``). The per-call timing keeps the write-flush: it is KernelBench's, a speedup
+lines back during the flush and leaves only clean lines. On the H200 (L2 60 MB) the write-flush added 2.5-8.4 us to the
+device time of our DLRM-Bench kernels (all but kernel 5, whose host wait hides it) and 2.4-4.4 us to copies of 31 MB
+and more, against the reading flush (``outputs/records/h200-flush-s15``, ``scripts/bench_l2_flush.py``). The per-call timing keeps the write-flush: it is KernelBench's, a speedup
 compares two times that both pay it, and the study's records are comparable across sessions. The device time, which
 a floor bounds, uses the reading flush (:data:`DEVICE_FLUSH_MODE`); records say which (``metadata.device_time.flush``;
 records before session 15 lack the key and used the write-flush).

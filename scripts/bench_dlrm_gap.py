@@ -15,8 +15,8 @@ gap in two by timing each forward three ways on the same inputs, ``--reps`` call
 * ``warm_device``: the same with no flush (what the profiled device time measures, with events instead of CUPTI).
 
 ``host = per_call - cold_device`` is what the host adds to a timed call (Python, launches, allocations, a host sync
-inside the forward) plus the write-back of the per-call flush's dirty lines (``"write"``, KernelBench's; 3-8 us on the
-H200, ``scripts/bench_l2_flush.py``); ``cold_cache = cold_device - warm_device`` is what the flushed L2 costs the
+inside the forward) plus the write-back of the per-call flush's dirty lines (``"write"``, KernelBench's; 2.5-8.4 us for our
+kernels on the H200, ``scripts/bench_l2_flush.py``); ``cold_cache = cold_device - warm_device`` is what the flushed L2 costs the
 kernels (inputs that the warm call found in L2); ``enqueue`` is the wall time of the forward
 call itself in the per-call way, so ``host - enqueue`` is what remains between the host's submission and the GPU's
 work on an idle GPU. GPU only (``torch.cuda._sleep`` is PyTorch's

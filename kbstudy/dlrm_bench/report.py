@@ -107,8 +107,8 @@ DEVICE_FLUSHES = {
     "read": "each device-time call followed a flush that read a 2 x L2 buffer, leaving the L2 clean, so a call pays "
             "for its own bytes only",
     "write": "each device-time call followed a flush that wrote a 2 x L2 buffer (records before session 15), so its "
-             "device time includes the write-back of the flush's dirty lines (3-8 us per call on the H200, "
-             "outputs/records/h200-flush-s15)",
+             "device time includes the write-back of the flush's dirty lines (2.5-8.4 us per call for our kernels "
+             "on the H200, outputs/records/h200-flush-s15)",
 }
 #: The columns of :func:`kernel_moves`, in order.
 MOVE_COLUMNS = ("problem_id", "problem", "model_config", "same_file", "before_ms", "after_ms", "delta_us",
