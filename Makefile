@@ -17,13 +17,17 @@ install:
 	$(PYTHON) -m pip install $(TORCH_INDEX) "$(TORCH_SPEC)"
 	$(PYTHON) -m pip install -e ".[test]"
 
+# the KernelBench data folder (problems, leaderboard kernels, baselines); empty: the CLI's default, ../shared/kernelbench
+KERNELBENCH_DIR ?=
+KERNELBENCH_ARG = $(if $(KERNELBENCH_DIR),--kernelbench-dir "$(KERNELBENCH_DIR)")
+
 # the whole study: missing evaluations, then every notebook (outputs/records/, outputs/reports/)
 study:
-	$(PYTHON) -m kbstudy.study $(STUDY)
+	$(PYTHON) -m kbstudy.study $(STUDY) $(KERNELBENCH_ARG)
 
 # re-render the reports from the records already present (no evaluation)
 render golden:
-	$(PYTHON) -m kbstudy.study $(STUDY) --only-notebooks
+	$(PYTHON) -m kbstudy.study $(STUDY) --only-notebooks $(KERNELBENCH_ARG)
 
 # the whole test suite: unit/integration tests, then nbval on the committed rendered notebooks
 test: pytest nbval

@@ -50,3 +50,21 @@ def test_ci_runs_the_readme_test_command():
     test_command = commands[1].split("#")[0].strip()
     ci = (ROOT / ".ci" / "run").read_text()
     assert test_command in ci
+
+
+def test_make_study_and_render_pass_another_kernelbench_folder_to_the_cli():
+    """``make study KERNELBENCH_DIR=...`` (and ``render``) hand the folder to ``kbstudy study --kernelbench-dir``;
+    without it the CLI's default applies (``make -n`` prints the commands without running them)."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("make") is None:
+        pytest.skip("no make on this machine")
+    for target in ("study", "render"):
+        given = subprocess.run(["make", "-n", target, "KERNELBENCH_DIR=/data/kb copy"], cwd=ROOT, capture_output=True,
+                               text=True, check=True).stdout
+        assert '--kernelbench-dir "/data/kb copy"' in given, given
+        default = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        assert "kbstudy.study" in default and "--kernelbench-dir" not in default, default
