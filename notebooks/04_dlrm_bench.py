@@ -220,12 +220,17 @@ print("\n".join(f"- {n}" for n in notes))
 # while the GPU spins and the events see only the device's work (`kbstudy.timing.time_device`; the method of
 # `triton.testing.do_bench`, made strict, and what Nsight Compute's default cache control measures). It keeps each
 # launch's GPU-side start-up, idle time between the call's kernels and any host synchronisation inside the call
-# (`device_host_overran` counts the calls whose host work outlasted the spin). Records made before session 14 lack it; for them `device_ms` is `profiled_ms` (`device_source = profiled`): the
-# kernels' summed durations in one profiled, warm call, which is lower (no start-up, a warm L2).
+# (`device_host_overran` counts the calls whose host work outlasted the spin). From session 15 on its flush *reads* a
+# buffer twice the L2 (`device_flush = read`), so the L2 holds clean lines and a call pays for its own bytes only; the
+# write-flush of session 14's records (`write`) left dirty lines whose write-back the next call paid, 2.5-8.4 us for
+# these kernels on the H200 (`outputs/records/h200-flush-s15`). The per-call time keeps KernelBench's write-flush.
+# Records made before session 14 lack a device time; for them `device_ms` is `profiled_ms` (`device_source =
+# profiled`): the kernels' summed durations in one profiled, warm call, which is lower (no start-up, a warm L2).
 # `gap_us` is per-call median minus device time (the host's share); `target_gap_us` is 1.25 x floor minus device time.
 # `copy_ms` (GPU runs from session 14 on) is the device time of a plain copy of the problem's compulsory bytes at its
 # size (`kbstudy.dlrm_bench.roofline.copy_at_size`): `copy_over_floor` says how close to the floor the simplest kernel
-# moving those bytes comes at that size, where a launch's start-up and tail are no longer negligible.
+# moving those bytes comes at that size, where a launch's start-up and tail are no longer negligible (`copy_flush`: its
+# flush, as `device_flush`).
 
 # %%
 device = device_time_view(project_path(records_dir))
