@@ -1,50 +1,61 @@
-"""kbstudy-triton candidate for DLRM-Bench problem 12 (256 -> 1 head, sigmoid, BCE mean loss, forward + backward).
+"""kbstudy-triton kernel for DLRM-Bench problem 12 (256 -> 1 head, sigmoid, BCE mean loss, forward + backward).
 
-Since session 13: the session-12 kernel's one launch and two-level "last block" reduction, with a software-pipelined main
-loop and a grid that is sure to be resident in one wave.
+Shipped in session 15; measured as variant ``s15-a`` in ``outputs/records/h200-dlrm-s15-variants`` (40.8 us of device
+time against 42.7 us for session 14's kernel in the same run). It is session 14's ``s14-a`` (one launch, warps streaming h independently two row-steps ahead, a one-round-trip
+tail), which had 6-8 % less device time than the shipped kernel, plus two changes aimed at its remaining gap to a copy
+of the same bytes (34.9 us): **dL/dh on a 128-byte boundary** (16-byte vectors in whole sectors for both streams) and an
+optional **L2 bulk prefetch** of h further ahead than the registers can hold (the autotuner chooses it or not).
 
 **One launch**, h read once and dL/dh written once (the compulsory traffic):
 
-* ``PPS`` programs per SM stride over tiles of ``SPLIT * SUB`` rows of h. A tile is held as
-  ``[SUB, SPLIT, NCH, CW]`` (row ``s * SUB + i``, column ``c * CW + j``, CW = 128 for F = 256): Triton 3.6 puts
-  the 32 lanes on j (16-byte vectors) and the warps on i, so a row's logit ``x = h w + b`` is a shuffle reduction
-  inside one warp (no shared memory) and the ``SPLIT`` rows that a thread holds per column fold into dL/dw's
-  accumulator inside the thread (``[SUB, NCH, CW]``, 8 registers). Then the BCE-with-logits terms
-  ``max(x, 0) - x y + log(1 + e)`` with ``e = exp(-|x|)``, ``g = (sigmoid(x) - y) / B`` with ``sigmoid(x)`` from the
-  same ``e`` (one exponential per row, none that overflows), and ``dL/dh = g w`` stored into the output.
-  F is a compile-time constant, so a thread's 8-16 vector loads and stores share one address register (immediate
-  offsets).
-* **Software pipeline, one tile ahead.** Each iteration first issues the loads of the program's *next* tile (h and
-  its labels) and only then reduces, stores and accumulates the current one, whose loads were issued an iteration
-  earlier. The session-12 loop issued a tile's loads after the previous tile's stores and loaded the labels only
-  after the row reduction (its SASS: the label ``LDG`` after the ``BAR.SYNC`` of the cross-warp sum), so every tile
-  paid two DRAM latencies in series with nothing of its program in flight between tiles.
-* **One wave, by construction.** Triton 3.6 (the H200 machine's) compiles the session-12 kernel to 102 registers, not
-  the 80 its comment quotes from Triton 3.9 (sm_90, ``cuobjdump -res-usage`` of both wheels' output): 104 x 256
-  threads fit only 2 programs per SM, so its 3 x 132 = 396 programs ran as 264 plus a second, one-per-SM wave of
-  132 programs of ~10 tiles each. Here every config caps registers (``maxnreg``) at what its ``PPS`` programs per SM
-  need (65536 / (PPS x threads)), and the grid is ``PPS x SMs`` programs, so all are resident at once.
-* The partials are reduced inside the same launch as in the session-12 kernel: every program stores one row of a
-  [P, F + 2] partials buffer (dL/dw, dL/db, loss), increments its group's counter with an acq_rel atomic; the last
-  program of each group of ``GROUP`` sums its group's rows, the last group sums the group rows and writes loss,
-  dL/dw, dL/db; each last program resets the counter it used (zero again after every call). Fixed summation order
-  (deterministic), no zero-fill, no second launch, no spin-waiting. Scratch buffers are allocated once per device
-  and never returned.
+* ``W`` warps per program, ``PPS`` programs per SM (grid ``PPS x SMs``, registers capped by ``maxnreg`` so all are
+  resident: one wave). Warp ``w`` of program ``p`` owns, at step ``k``, the unit of ``R`` consecutive rows
+  ``k * NWG + w * P + p`` (``NWG = P x W``): the grid walks h in order, every warp does the same number of units to
+  within one, and every SM has warps on the last units (s14-a's schedule).
+* A step's tile is ``[W, R, NCH, CW]`` (row ``R * unit + s``, column ``c * CW + j``, CW = 128): the 32 lanes on j with
+  four columns each (16-byte vectors), the warps on W (TTGIR: ``sizePerThread [1, 1, 1, 4]``, ``warpsPerCTA [W, 1,
+  1, 1]``). A row's logit ``x = h w + b`` is an in-thread sum and one warp's shuffles; ``g = (sigmoid(x) - y) / B`` and
+  the loss ``max(x, 0) - x y + log(1 + e)`` from one ``e = exp(-|x|)`` (no overflow); dL/dw accumulates in the thread;
+  ``dL/dh = g w`` is stored from the same registers. No barrier, shared memory or layout conversion in the loop.
+* **Aligned dL/dh.** The output's dL/dh starts at element ``2 + F`` = 258, 8 bytes past a 16-byte boundary in a fresh
+  allocation, which held s14-a to 8-byte vectors for both streams (its loads were narrowed to the stores' layout) and
+  made each warp store of 256 bytes touch 9 sectors, two of them partly. Here the forward allocates 32 more elements and
+  returns the view that starts ``pad`` elements in, ``pad`` chosen so that dL/dh starts on a 128-byte boundary (30 for
+  F = 256 on the allocator's 512-byte blocks); dL/dh is passed as its own pointer, so Triton's 16-byte specialisation
+  sees it. The output is still one contiguous fresh [2 + F + B F] tensor (a view with a storage offset). Loads
+  and stores are ``LDG.E.EF.128`` / ``STG.E.128``: half of s14-a's memory instructions, each warp store 512 bytes in
+  four whole 128-byte lines, so every L2 write is a full sector (no partial-sector merge, 8 not 9 sector writes per
+  256 bytes).
+* **Two steps ahead in registers, PF more in L2.** Each step issues the loads of the step after next (SASS: the four
+  ``LDG.E.EF.128`` are the first memory instructions of the loop body). With ``PF > 0`` each warp's first lane also
+  issues one ``cp.async.bulk.prefetch.L2`` (sm_90 TMA: no destination, no register, nothing to wait for; SASS: one
+  ``UBLKPF.L2`` per warp and step) for its unit ``2 + PF`` steps ahead (``R F 4`` = 2 KB), so the register loads hit
+  the L2. One step of the grid is ``132 x 16 x 2`` = 4224 rows = 4.3 MB of h: registers keep 4.3-8.6 MB of loads in
+  flight (32-64 KB per SM, 1.5-3 us of cover at 2.1 TB/s of reads), the prefetch 8.6-17 MB more (PF 2-4), which also
+  makes the ramp-up issue the first steps' DRAM reads at once. PF = 0 configs keep s14-a's exact schedule.
+* **Tail: one round trip** (s14-a's): each program sums its warps' dL/dw, adds it, its dL/db and its loss into copy
+  ``p % 8`` of an [8, F + 2] fp32 scratch array (relaxed ``RED``), then a barrier and an acq_rel counter increment;
+  the last program reads the copies with atomic adds of zero, writes loss, dL/dw and dL/db, and leaves zeros. The fp32
+  summation order is the atomics' order (not bit-for-bit deterministic; far inside the fp32 tolerances).
 
-Why it should approach the floor (134 MB of compulsory traffic, 31.7 us at 4237 GB/s): at the floor each SM moves ~32
-GB/s (16 read, 16 written); at a loaded DRAM latency of 1-2 us that needs 16-32 KB of loads in flight per SM. Per SM
-the configs keep PPS x tile bytes of next-tile loads in flight during the whole loop (Triton 3.6, sm_90, no spills):
-[SUB 4, SPLIT 4] x 4 warps, 4 per SM, 128 registers: 64 KB; [8, 4] x 8 warps, 2 per SM, 128 registers: 64 KB; [8, 2] x
-8 warps, 3 per SM, 80 registers: 48 KB; [4, 2] x 4 warps, 5 per SM, 93 registers: 40 KB; [8, 1] x 8 warps, 4 per SM,
-64 registers: 32 KB. (Triton 3.9's coalescing orders the tied row dims the other way, so there the warps split SPLIT
-instead of SUB and these register caps spill: speed, not results, depends on the Triton version.) One barrier pair per
-tile (g to the 8-byte store layout: dL/dh starts at element 258, so its stores are 8-byte vectors). The tail is the
-session-12 one (2 short L2 reductions). ``triton.autotune`` picks the config on the GPU (one under
-``TRITON_INTERPRET=1``).
+Why it should be faster (134.5 MB of compulsory traffic, 31.6 us floor, 34.9 us for a copy at size; s14-a measured
+0.92-0.94 x the shipped kernel, ~39.5 us at the shipped 42.6): half the load/store instructions and whole-sector
+writes cut the L2 write transactions by 1/9 and the issue slots of the memory pipe by half; the prefetch, where the
+autotuner takes it, raises the DRAM queue at the start and during the loop without registers. Configs (Triton 3.6,
+sm_90, ``cuobjdump -res-usage``, no spills; main loop: 4 x ``LDG.E.EF.128``, 4 x ``STG.E.128``, 20 ``SHFL.BFLY``,
+4 ``MUFU`` per R = 2 rows, no ``BAR``):
 
-Measured on the H200 in session 13's variant run (`outputs/records/h200-dlrm-s13-variants`, `s13-a`): 42.7 us of
-device time against the session-12 kernel's 63.2 us in the same run (1.35x of the floor), per call 0.86x of it
-(0.84-0.89).
+| W x R, PPS, PF | warps per SM | registers (cap) | h in registers per SM | ahead in L2 per SM |
+| --- | --- | --- | --- | --- |
+| 16 x 2, 1, 0 | 16 | 120 (128) | 32-64 KB | 0 |
+| 16 x 2, 1, 2 | 16 | 114 (128) | 32-64 KB | 64 KB |
+| 16 x 2, 1, 4 | 16 | 114 (128) | 32-64 KB | 128 KB |
+| 8 x 2, 2, 2 | 16 | 114 (128) | 32-64 KB | 64 KB |
+| 16 x 1, 2, 0 | 32 | 64 (64) | 32-64 KB | 0 |
+
+(A 16 x 1 config with prefetch spilled at 64 registers and is left out.) The prefetch is used only on sm_90+ GPUs with
+16-byte-aligned h and F % 4 == 0 (a ``PREFETCH`` constexpr in the autotune key); never under ``TRITON_INTERPRET=1``
+(no inline assembly there), where one config runs.
 """
 import os
 
@@ -56,17 +67,18 @@ import triton.language as tl
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
-#: a tile is SUB x SPLIT rows ([SUB, SPLIT, NCH, CW] in registers); PPS programs per SM, all resident: maxnreg caps
-#: the registers at 65536 / (PPS x 32 x num_warps) (counts in the docstring: Triton 3.6, sm_90, no spills)
+#: W warps per program, each warp R rows per step, two steps ahead in registers; PPS programs per SM, all resident
+#: (maxnreg caps the registers at 65536 / (PPS x 32 x W)); PF > 0: each row is also prefetched into the L2 PF steps
+#: before its register load is issued (counts in the docstring: Triton 3.6, sm_90, no spills)
 _CONFIGS = [
-    triton.Config({"SUB": 4, "SPLIT": 4, "PPS": 4}, num_warps=4, num_stages=1, maxnreg=128),
-    triton.Config({"SUB": 8, "SPLIT": 4, "PPS": 2}, num_warps=8, num_stages=1, maxnreg=128),
-    triton.Config({"SUB": 8, "SPLIT": 2, "PPS": 3}, num_warps=8, num_stages=1, maxnreg=80),
-    triton.Config({"SUB": 4, "SPLIT": 2, "PPS": 5}, num_warps=4, num_stages=1, maxnreg=96),
-    triton.Config({"SUB": 8, "SPLIT": 1, "PPS": 4}, num_warps=8, num_stages=1, maxnreg=64),
+    triton.Config({"W": 16, "R": 2, "PPS": 1, "PF": 0}, num_warps=16, num_stages=1, maxnreg=128),
+    triton.Config({"W": 16, "R": 2, "PPS": 1, "PF": 2}, num_warps=16, num_stages=1, maxnreg=128),
+    triton.Config({"W": 16, "R": 2, "PPS": 1, "PF": 4}, num_warps=16, num_stages=1, maxnreg=128),
+    triton.Config({"W": 8, "R": 2, "PPS": 2, "PF": 2}, num_warps=8, num_stages=1, maxnreg=128),
+    triton.Config({"W": 16, "R": 1, "PPS": 2, "PF": 0}, num_warps=16, num_stages=1, maxnreg=64),
 ]
 if _INTERPRET:
-    _CONFIGS = [triton.Config({"SUB": 4, "SPLIT": 2, "PPS": 2}, num_warps=4, num_stages=1)]
+    _CONFIGS = [triton.Config({"W": 2, "R": 2, "PPS": 2, "PF": 1}, num_warps=2, num_stages=1)]
 
 
 def _bench(kernel_call, quantiles):
@@ -143,119 +155,142 @@ def _launch(kernel, key, grid, *args, **kwargs):
 
 
 @triton.jit
-def _sum_rows(src_ptr, first, n_rows, F: tl.constexpr, BLOCK_P: tl.constexpr, BLOCK_F: tl.constexpr):
-    """Column sums of rows [first, first + n_rows) of a [*, F + 2] fp32 buffer: (sums of columns 0..F-1, of column F,
-    of column F + 1), in a fixed order. Loads go to L2 (``.cg``): the rows were written by other SMs."""
-    f = tl.arange(0, BLOCK_F)
-    fmask = f < F
-    width = F + 2
-    acc = tl.zeros([BLOCK_P, BLOCK_F], dtype=tl.float32)
-    acc_g = tl.zeros([BLOCK_P], dtype=tl.float32)
-    acc_l = tl.zeros([BLOCK_P], dtype=tl.float32)
-    for q0 in range(0, n_rows, BLOCK_P):
-        q = q0 + tl.arange(0, BLOCK_P)
-        qmask = q < n_rows
-        base = src_ptr + (first + q) * width
-        acc += tl.load(base[:, None] + f[None, :], mask=qmask[:, None] & fmask[None, :], other=0.0,
-                       cache_modifier=".cg")
-        acc_g += tl.load(base + F, mask=qmask, other=0.0, cache_modifier=".cg")
-        acc_l += tl.load(base + F + 1, mask=qmask, other=0.0, cache_modifier=".cg")
-    return tl.sum(acc, axis=0), tl.sum(acc_g, axis=0), tl.sum(acc_l, axis=0)
+def _tile_mask(lrow4, col4, left, F: tl.constexpr, BLOCK_F: tl.constexpr):
+    """Rows below ``left`` (and columns below F when F is not a power of two: no column term otherwise, so the mask
+    stays constant along a thread's vector)."""
+    if F == BLOCK_F:
+        m = lrow4 < left
+    else:
+        m = (lrow4 < left) & (col4 < F)
+    return m
 
 
-@triton.autotune(configs=_CONFIGS, key=["B", "F"], do_bench=_bench)
 @triton.jit
-def _bce_head_kernel(h_ptr, y_ptr, w_ptr, b_ptr, out_ptr, part_ptr, group_ptr, count_ptr, B, inv_b,
-                     F: tl.constexpr, BLOCK_F: tl.constexpr, NCH: tl.constexpr, GROUP: tl.constexpr,
-                     BLOCK_P: tl.constexpr, SPLIT: tl.constexpr, SUB: tl.constexpr, PPS: tl.constexpr):
-    # PPS (programs per SM) only sizes the grid (ModelNew.forward); F is a constexpr: constant offsets between a
-    # thread's vectors
+def _prefetch_l2(ptr, nbytes):
+    """Per element: if ``nbytes`` is not zero, ask the TMA unit to bring ``nbytes`` (a multiple of 16) from ``ptr``
+    (16-byte aligned) into the L2: ``cp.async.bulk.prefetch.L2`` (sm_90), a hint with no destination, no register and
+    no completion to wait for (problem 9's helper, predicated per element instead of per program)."""
+    tl.inline_asm_elementwise(
+        "{ .reg .pred p; setp.ne.u32 p, $2, 0; @p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+        "=r,l,r", [ptr, nbytes], dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.autotune(configs=_CONFIGS, key=["B", "F", "PREFETCH"], do_bench=_bench)
+@triton.jit
+def _bce_head_kernel(h_ptr, y_ptr, w_ptr, b_ptr, out_ptr, dh_ptr, acc_ptr, count_ptr, B, inv_b,
+                     F: tl.constexpr, BLOCK_F: tl.constexpr, CW: tl.constexpr, PREFETCH: tl.constexpr,
+                     BLOCK_S: tl.constexpr, NCOPY: tl.constexpr,
+                     W: tl.constexpr, R: tl.constexpr, PPS: tl.constexpr, PF: tl.constexpr):
+    # PPS (programs per SM) only sizes the grid (ModelNew.forward); W is the config's num_warps; F is a constexpr.
+    # dh_ptr = out_ptr + 2 + F, passed on its own: the forward places it on a 128-byte boundary, so Triton's
+    # specialisation sees it 16-byte aligned and h's loads and dL/dh's stores are both 16-byte vectors.
     p = tl.program_id(0)
     P = tl.num_programs(0)
-    BLOCK_B: tl.constexpr = SPLIT * SUB
-    CW: tl.constexpr = BLOCK_F // NCH
-    n_tiles = tl.cdiv(B, BLOCK_B)
-    # a tile of BLOCK_B rows is held as [SUB, SPLIT, NCH, CW]: row s * SUB + i, column c * CW + j. Triton 3.6's
-    # coalescing puts the 32 lanes on j (4 columns each) and, ordering the other (tied) dims by index, the warps on i:
-    # a row's dot product is one warp's shuffle reduction, and the SPLIT rows that a thread holds per column fold into
-    # dL/dw's accumulator inside the thread. (Triton 3.9 orders tied dims the other way; only speed depends on it.)
-    r2 = tl.arange(0, SUB)[:, None] + tl.arange(0, SPLIT)[None, :] * SUB
-    r4 = r2[:, :, None, None]
-    col2 = tl.arange(0, NCH)[:, None] * CW + tl.arange(0, CW)[None, :]
+    NCH: tl.constexpr = BLOCK_F // CW
+    NWG = P * W
+    # warp w of program p owns, at iteration k, the unit of R rows k * NWG + w * P + p: R contiguous rows per warp,
+    # the grid's units in order, a program's warps P units apart (every program has a warp on the last units)
+    n_units = tl.cdiv(B, R)
+    n_iter = tl.cdiv(n_units - p, NWG)
+    lrow = (tl.arange(0, W)[:, None] * P + p) * R + tl.arange(0, R)[None, :]  # [W, R], rows past the step's first
+    lrow4 = lrow[:, :, None, None]
+    col2 = tl.arange(0, NCH)[:, None] * CW + tl.arange(0, CW)[None, :]  # [NCH, CW]: lanes on CW, 4 columns each
     col4 = col2[None, None, :, :]
-    off4 = r4 * F + col4
+    offs = lrow4 * F + col4  # one offset tensor (one register layout) for h's loads and dL/dh's stores
+    STEP = NWG * R  # rows per iteration, whole grid
+    # two tiles ahead: the loads of iterations 0 and 1 before anything else
+    base = tl.cast(0, tl.int64)
+    left = tl.minimum(B - base, STEP).to(tl.int32)
+    h_a = tl.load(h_ptr + base * F + offs, mask=_tile_mask(lrow4, col4, left, F, BLOCK_F), other=0.0,
+                  eviction_policy="evict_first")
+    y_a = tl.load(y_ptr + base + lrow, mask=lrow < left, other=0.0)
+    left = tl.minimum(B - (base + STEP), STEP).to(tl.int32)
+    h_b = tl.load(h_ptr + (base + STEP) * F + offs, mask=_tile_mask(lrow4, col4, left, F, BLOCK_F), other=0.0,
+                  eviction_policy="evict_first")
+    y_b = tl.load(y_ptr + (base + STEP) + lrow, mask=lrow < left, other=0.0)
+    if PREFETCH and PF > 0:
+        # unit u (R rows, R F 4 contiguous bytes) of the step is prefetched by one bulk request, issued by the first
+        # lane of one warp: elements of a 1-D [32 W] tensor, one per thread in its layout, lane 0 of each warp active
+        # (the instruction takes uniform operands, so one active lane per warp keeps it a single issue)
+        pt = tl.arange(0, 32 * W)
+        prow = ((pt // 32) * P + p) * R
+        plive = (pt % 32) == 0
+        # the units of iterations 2 .. PF + 1 into the L2
+        for j in tl.static_range(PF):
+            pbase = base + (2 + j) * STEP
+            pleft = tl.minimum(B - pbase, STEP).to(tl.int32)
+            _prefetch_l2(h_ptr + (pbase + prow) * F,
+                         tl.where(plive, tl.minimum(tl.maximum(pleft - prow, 0), R) * (F * 4), 0))
     w4 = tl.load(w_ptr + col4, mask=col4 < F, other=0.0)
     bias = tl.load(b_ptr)
-    dh_ptr = out_ptr + 2 + F
-    # software pipeline: tile t + P's loads (h and labels) are issued before tile t is used
-    row0 = tl.cast(p, tl.int64) * BLOCK_B
-    left = tl.minimum(B - row0, BLOCK_B).to(tl.int32)
-    if F == BLOCK_F:
-        m4 = r4 < left
-    else:
-        m4 = (r4 < left) & (col4 < F)
-    h_next = tl.load(h_ptr + row0 * F + off4, mask=m4, other=0.0)
-    y_next = tl.load(y_ptr + row0 + r2, mask=r2 < left, other=0.0)
-    gh = tl.zeros([SUB, NCH, CW], dtype=tl.float32)
-    gsum = tl.zeros([SUB, SPLIT], dtype=tl.float32)
-    lsum = tl.zeros([SUB, SPLIT], dtype=tl.float32)
-    for t in range(p, n_tiles, P):
-        h = h_next
-        y = y_next
-        row0 = tl.cast(t, tl.int64) * BLOCK_B
-        left = tl.minimum(B - row0, BLOCK_B).to(tl.int32)
-        nrow0 = row0 + P * BLOCK_B
-        nleft = tl.minimum(B - nrow0, BLOCK_B).to(tl.int32)
-        if F == BLOCK_F:
-            nm4 = r4 < nleft
-            m4 = r4 < left
-        else:
-            nm4 = (r4 < nleft) & (col4 < F)
-            m4 = (r4 < left) & (col4 < F)
-        h_next = tl.load(h_ptr + nrow0 * F + off4, mask=nm4, other=0.0)
-        y_next = tl.load(y_ptr + nrow0 + r2, mask=r2 < nleft, other=0.0)
-        x = tl.sum(tl.sum(h * w4, axis=2), axis=2) + bias
+    acc = tl.zeros([W, NCH, CW], dtype=tl.float32)
+    gsum = tl.zeros([W, R], dtype=tl.float32)
+    lsum = tl.zeros([W, R], dtype=tl.float32)
+    for k in range(n_iter):
+        h = h_a
+        y = y_a
+        h_a = h_b
+        y_a = y_b
+        left = tl.minimum(B - base, STEP).to(tl.int32)
+        nbase = base + 2 * STEP
+        nleft = tl.minimum(B - nbase, STEP).to(tl.int32)
+        h_b = tl.load(h_ptr + nbase * F + offs, mask=_tile_mask(lrow4, col4, nleft, F, BLOCK_F), other=0.0,
+                      eviction_policy="evict_first")
+        y_b = tl.load(y_ptr + nbase + lrow, mask=lrow < nleft, other=0.0)
+        if PREFETCH and PF > 0:
+            pbase = base + (2 + PF) * STEP
+            pleft = tl.minimum(B - pbase, STEP).to(tl.int32)
+            _prefetch_l2(h_ptr + (pbase + prow) * F,
+                         tl.where(plive, tl.minimum(tl.maximum(pleft - prow, 0), R) * (F * 4), 0))
+        x = tl.sum(tl.sum(h * w4, axis=3), axis=2) + bias  # [W, R]: in-thread, then one warp's shuffles
         # one exp per row: e = exp(-|x|) gives both the loss's log(1 + e) and sigmoid(x) (no overflow for x << 0)
         e = tl.exp(-tl.abs(x))
+        rmask = lrow < left
         loss = tl.maximum(x, 0.0) - x * y + tl.log(1.0 + e)
         g = (tl.where(x >= 0, 1.0, e) / (1.0 + e) - y) * inv_b
-        rmask = r2 < left
         g = tl.where(rmask, g, 0.0)
         g4 = g[:, :, None, None]
-        gh += tl.sum(g4 * h, axis=1)
-        tl.store(dh_ptr + row0 * F + off4, g4 * w4, mask=m4)
+        acc += tl.sum(g4 * h, axis=1)
+        tl.store(dh_ptr + base * F + offs, g4 * w4, mask=_tile_mask(lrow4, col4, left, F, BLOCK_F))
         gsum += g
         lsum += tl.where(rmask, loss, 0.0)
-    width = F + 2
-    row = part_ptr + p * width
-    tl.store(row + col2, tl.sum(gh, axis=0), mask=col2 < F)
-    tl.store(row + F, tl.sum(tl.sum(gsum, axis=1), axis=0))
-    tl.store(row + F + 1, tl.sum(tl.sum(lsum, axis=1), axis=0) * inv_b)
-    # two-level "last block" reduction. Every thread's stores precede the counter increment (barrier + release);
-    # the last arrival's loads follow it (acquire, then .cg loads from L2, where the other SMs' stores are).
-    f = tl.arange(0, BLOCK_F)
-    fmask = f < F
-    n_groups = tl.cdiv(P, GROUP)
-    grp = p // GROUP
-    first = grp * GROUP
-    size = tl.minimum(P - first, GROUP)
+        base += STEP
+    # this program's dL/dw, dL/db and loss (the only cross-warp step), added into [F + 2] scratch sums in L2
+    # (copy p % NCOPY of the sums: P / NCOPY additions per address)
+    sums = acc_ptr + (p % NCOPY) * (F + 2)
+    tl.atomic_add(sums + col2, tl.sum(acc, axis=0), mask=col2 < F, sem="relaxed", scope="gpu")
+    two = tl.arange(0, 2)
+    gs = tl.sum(tl.sum(gsum, axis=1), axis=0)
+    ls = tl.sum(tl.sum(lsum, axis=1), axis=0) * inv_b
+    tl.atomic_add(sums + F + two, tl.where(two == 0, gs, ls), sem="relaxed", scope="gpu")
+    # every thread's additions precede the counter increment (barrier + release); the last program's exchanges
+    # follow it (acquire): it reads the sums, leaves zeros, writes loss, dL/dw and dL/db and resets the counter
     tl.debug_barrier()
-    arrived = tl.atomic_add(count_ptr + 1 + grp, 1, sem="acq_rel", scope="gpu")
-    if arrived == size - 1:
-        v, vg, vl = _sum_rows(part_ptr, first, size, F, BLOCK_P, BLOCK_F)
-        grow = group_ptr + grp * width
-        tl.store(grow + f, v, mask=fmask)
-        tl.store(grow + F, vg)
-        tl.store(grow + F + 1, vl)
-        tl.atomic_xchg(count_ptr + 1 + grp, 0)
-        tl.debug_barrier()
-        groups_done = tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu")
-        if groups_done == n_groups - 1:
-            v, vg, vl = _sum_rows(group_ptr, 0, n_groups, F, BLOCK_P, BLOCK_F)
-            tl.store(out_ptr + 1 + f, v, mask=fmask)
-            tl.store(out_ptr + 1 + F, vg)
-            tl.store(out_ptr, vl)
-            tl.atomic_xchg(count_ptr, 0)
+    arrived = tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu")
+    if arrived == P - 1:
+        i = tl.arange(0, BLOCK_S)
+        cp = acc_ptr + tl.arange(0, NCOPY)[:, None] * (F + 2) + i[None, :]
+        cmask = (i < F + 2)[None, :]
+        # read the copies at L2 (an atomic add of zero returns them), zero them for the next call, add them up
+        v = tl.atomic_add(cp, tl.zeros([NCOPY, BLOCK_S], dtype=tl.float32), mask=cmask, sem="relaxed", scope="gpu")
+        tl.store(cp, tl.zeros([NCOPY, BLOCK_S], dtype=tl.float32), mask=cmask)
+        # sums [dL/dw, dL/db, loss] -> out [loss, dL/dw, dL/db]
+        tl.store(out_ptr + tl.where(i == F + 1, 0, i + 1), tl.sum(tl.where(cmask, v, 0.0), axis=0), mask=i < F + 2)
+        tl.atomic_xchg(count_ptr, 0, sem="relaxed", scope="gpu")
+
+
+#: per device index: whether it has ``cp.async.bulk.prefetch.L2`` (sm_90 and later; never under the interpreter)
+_BULK = {}
+
+
+def _bulk_prefetch(device):
+    if _INTERPRET or device.type != "cuda":
+        return False
+    idx = device.index if device.index is not None else torch.cuda.current_device()
+    ok = _BULK.get(idx)
+    if ok is None:
+        ok = _BULK[idx] = torch.cuda.get_device_capability(idx)[0] >= 9
+    return ok
 
 
 class ModelNew(nn.Module):
@@ -263,10 +298,10 @@ class ModelNew(nn.Module):
 
     #: programs per SM; None: the autotuned config's (a number here overrides it, as the edge tests do)
     PROGRAMS_PER_SM = None
-    #: the most programs per SM of any config (sizes the partials buffer)
-    MAX_PROGRAMS_PER_SM = max(c.kwargs["PPS"] for c in _CONFIGS)
-    #: programs per first-level reduction group (each group's last program sums its GROUP partial rows)
-    GROUP = 16
+    #: copies of the [F + 2] sums (program p adds into copy p % NCOPY; the last program adds them up)
+    NCOPY = 8
+    #: dL/dh (element 2 + F of the output) starts on a multiple of this many bytes
+    DH_ALIGN = 128
 
     def __init__(self, in_features: int):
         super().__init__()
@@ -274,17 +309,14 @@ class ModelNew(nn.Module):
         self._scratch = {}
 
     def _scratch_for(self, device, width: int):
-        """(counters, partials, group partials, SMs) for ``device``: int32 counters (zero between calls: the kernel
-        resets each one it uses), fp32 [programs, width] and [groups, width] buffers; allocated once."""
+        """(counter, sums, SMs) for ``device``: an int32 arrival counter and fp32 [NCOPY, width] sums (dL/dw, dL/db,
+        loss), zero between calls (the last program of every call reads them and leaves zeros); allocated once."""
         key = (str(device), width)
         entry = self._scratch.get(key)
         if entry is None:
             sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 2
-            programs = max(self.MAX_PROGRAMS_PER_SM, self.PROGRAMS_PER_SM or 0) * sms
-            groups = triton.cdiv(programs, self.GROUP)
-            entry = (torch.zeros(1 + groups, dtype=torch.int32, device=device),
-                     torch.empty(programs, width, dtype=torch.float32, device=device),
-                     torch.empty(groups, width, dtype=torch.float32, device=device), sms)
+            entry = (torch.zeros(1, dtype=torch.int32, device=device),
+                     torch.zeros(self.NCOPY, width, dtype=torch.float32, device=device), sms)
             self._scratch[key] = entry
         return entry
 
@@ -293,16 +325,25 @@ class ModelNew(nn.Module):
         batch, feat = h.shape
         w = self.head.weight.detach().reshape(-1)
         b = self.head.bias.detach()
-        out = torch.empty(2 + feat + batch * feat, device=h.device, dtype=h.dtype)
-        counters, partials, group_partials, sms = self._scratch_for(h.device, feat + 2)
+        n = 2 + feat + batch * feat
+        # the output is a fresh buffer's view starting `pad` elements in, so that dL/dh (its element 2 + F) starts on
+        # a 128-byte boundary: 16-byte vector stores in whole 32-byte sectors, in h's register layout
+        esize = h.element_size()
+        buf = torch.empty(n + self.DH_ALIGN // esize, device=h.device, dtype=h.dtype)
+        pad = ((-(buf.data_ptr() + (2 + feat) * esize)) % self.DH_ALIGN) // esize
+        out = buf[pad:pad + n]
+        counter, sums, sms = self._scratch_for(h.device, feat + 2)
         pps = self.PROGRAMS_PER_SM
+        prefetch = (_bulk_prefetch(h.device) and feat % 4 == 0 and h.data_ptr() % 16 == 0
+                    and h.dtype == torch.float32)
 
         def grid(meta):
-            n_tiles = triton.cdiv(batch, meta["SPLIT"] * meta["SUB"])
-            return (max(1, min(n_tiles, (pps or meta["PPS"]) * sms)),)
+            n_units = triton.cdiv(batch, meta["R"])
+            return (max(1, min(triton.cdiv(n_units, meta["W"]), (pps or meta["PPS"]) * sms)),)
 
-        key = (batch, feat, h.dtype, h.device)
+        key = (batch, feat, prefetch, h.dtype, h.device)
         block_f = triton.next_power_of_2(feat)
-        _launch(_bce_head_kernel, key, grid, h, labels.contiguous(), w, b, out, partials, group_partials, counters,
-                batch, 1.0 / batch, F=feat, BLOCK_F=block_f, NCH=max(1, block_f // 128), GROUP=self.GROUP, BLOCK_P=16)
+        _launch(_bce_head_kernel, key, grid, h, labels.contiguous(), w, b, out, out[2 + feat:], sums, counter, batch,
+                1.0 / batch, F=feat, BLOCK_F=block_f, CW=min(128, block_f), PREFETCH=prefetch,
+                BLOCK_S=triton.next_power_of_2(feat + 2), NCOPY=self.NCOPY)
         return out
