@@ -26,16 +26,15 @@
 # and writes the floors to `floors.jsonl` beside `machine.json`; this notebook only reads them. Each problem is
 # evaluated at the precision it is written in: bf16 for 10 and 11, fp32 for the others.
 #
-# **H200 parameters.** `outputs/records/h200-dlrm-s14` (session 14, a single-GPU host, nothing else running during
-# the run): the twelve kernel files of commit `1856ef6`, in which kernels 1, 5 and 9 are new (chosen by device time
-# from the variants of `outputs/records/h200-dlrm-s14-variants`) and kernel 6 is session 13's variant `s13-b`, with
-# session 13's files of those four problems beside them as the variant `kbstudy-triton-s13`, and problem 2's and 12's
-# variants that were not shipped (same run, same eager timing). Every record holds the device time (cold L2, the host
-# hidden) by which the target is judged, and the floors the device time of a plain copy of each problem's bytes.
-# `previous_records_dir` is `h200-dlrm-s13` (session 13's run, before the device time existed: its device times are
-# the profiled ones); `repeat_records_dir` is `h200-dlrm-s14-variants`, the variant run of the same session on
-# another fresh machine, whose shared files (session 13's kernels 1, 5 and 9, and the unchanged kernel 12) give the
-# band a rerun moves. Each folder's README says how it was made.
+# **H200 parameters.** `outputs/records/h200-dlrm-s15` (session 15, a single-GPU host, nothing else running during
+# the run): the twelve kernel files of commit `f6887c1`, in which kernels 2, 6 and 12 are new (chosen by device time
+# from the variants of `outputs/records/h200-dlrm-s15-variants` and `-s15-round2`, where they were measured beside
+# session 14's files). Every record holds the device time (L2 flushed clean, the host hidden) by which the target is
+# judged, and the floors the device time of a plain copy of each problem's bytes. `previous_records_dir` is
+# `h200-dlrm-s14` (session 14's run, whose device times followed a write-flush: 2.5-8.4 us higher per call for these
+# kernels, `outputs/records/h200-flush-s15`); `repeat_records_dir` is `h200-dlrm-s15-repeat`, the session's last run on
+# another fresh machine, whose shared files (the shipped kernels 2 and 12) give the band a rerun moves. Each folder's
+# README says how it was made.
 #
 # **Preliminary records.** A folder written by the benchmark's former runner (layout `preliminary`, e.g.
 # `outputs/records/h200-dlrm-gpu-run`, kept for comparison) has no verdicts: its
@@ -296,8 +295,8 @@ print("\n".join(f"- {n}" for n in gather_notes(bandwidth, machine)))
 # the two records' per-call samples, as the speedup intervals are computed); a configuration that covers several
 # problems gets one summary sentence first. Where both records hold a device time, the same by device time
 # (`variant_over_ours_device`, its interval from the two records' device-time samples). In the H200 parameters the
-# variants are session 13's files of the four changed problems (`kbstudy-triton-s13`) and the unshipped variants of
-# problems 2 and 12 (`s14-a`, `s14-b`).
+# run has none: session 15's variants were measured in their own runs (`h200-dlrm-s15-variants`, `-s15-round2`,
+# `-s15-p12`, `-s15-repeat`; render with one of them as `records_dir` to see them).
 
 # %%
 variant_table = load_variants(project_path(records_dir))
@@ -308,14 +307,13 @@ print("\n".join(f"- {n}" for n in variant_notes(variant_table)))
 
 # %% [markdown]
 # ## Our kernels before and after (an earlier run of the same problems)
-# Given `previous_records_dir` (the H200 parameters: `outputs/records/h200-dlrm-s13`, session 13's run), our kernel's
+# Given `previous_records_dir` (the H200 parameters: `outputs/records/h200-dlrm-s14`, session 14's run), our kernel's
 # median time in each run. `after_over_before` below 1: faster now.
 # Eager is re-timed in each run; `eager_after_over_before` shows how much the baseline itself moved between the two
 # runs. The kernel files both runs hold (same `candidate_sha256`, ours or a variant) moved too: that band is what a
 # difference between runs can owe to the run rather than the kernel, so a changed kernel's difference is evidence only
 # outside it. A variant measured in the same run (previous section) needs no band: same machine state, same eager
-# timing. In the H200 parameters the two runs share the eight unchanged files, and session 13's files of the four
-# changed problems, measured beside ours in this run.
+# timing. In the H200 parameters the two runs share the nine unchanged files.
 
 # %%
 if previous_records_dir:
@@ -348,10 +346,10 @@ else:
 # files both runs hold, matched by `candidate_sha256` whatever their model configuration), and the band it gives. The
 # launch-bound problems (floor under three launches) tend to move most; each run's launch latency is printed. Here
 # `before` is the other run and `after` this one, whatever their order in time (`after_over_before` = this run / the
-# other). In the H200 parameters the other run is `outputs/records/h200-dlrm-s14-variants`, the same session's variant
-# run on another machine (problems 1, 5, 9 and 12): session 13's files of 1, 5 and 9 and the unchanged file of 12 are
-# in both. A difference smaller than this band says nothing about a kernel's per-call time, however narrow one run's
-# interval; the device times of the same files agree within 2 % (the folder's README). When the other run is the
+# other). In the H200 parameters the other run is `outputs/records/h200-dlrm-s15-repeat`, the same session's last run
+# on another machine (problems 2 and 12, the shipped files in both). A difference smaller than this band says nothing
+# about a kernel's per-call time, however narrow one run's interval; the device times of the same files agree within
+# 2 % here (36.4 against 36.2 us, 41.1 against 41.9 us; the folder's README). When the other run is the
 # folder of `previous_records_dir`, the before/after table and the band's sentences are those of the previous section
 # and are not printed twice.
 
