@@ -1,27 +1,32 @@
-"""Our Triton kernels on the code paths the problems' own inputs rarely reach, under the Triton interpreter on CPU:
-odd (non-power-of-two) sizes and their masks, empty and full bags, problem 1's persistent programs walking several
-bags as one stream of two-bag tiles (bag sizes that cut the tiles every way, a bag carried across tiles, B not a
-multiple of the programs, empty bags), long runs of one row (backward passes: problem 4's per-row lookup lists, one
-list crossing several link programs), problem 4's epochs (scratch kept per device and shape, no fill per call: many
-calls with different lookups across an epoch wrap, and the int64 entries), problem 2's group start offsets summed
-from either end of the lengths (over several blocks) with empty bags at both ends, problem 9's persistent programs
-walking several samples, each reading its dense row through the sparse tensor's pointer (dense allocated before and
-after sparse, non-contiguous inputs, odd feature counts and dimensions over several column chunks), problem 5's
-one-wave scan over the table rows with many blocks, several warps and loads per block and small windows (rows at both
-ends of the table, one row hit many times, more lookups than rows, repeated calls with other rows: the per-call zero
-fill), its update kernel under its registers-only and staged GPU shapes too, and its block prefix on hand-made status
-words (unpublished blocks recounted from ``last``), fewer samples than programs and many row chunks per sample
-(problem 8's balanced runs and its one-tile-ahead pipeline), many scan blocks with repeated calls (problem 7's
-one-pass look-back: ticket counter and epochs), several reduction groups and a batch smaller than one tile (problem
-12's pipelined tile loop and last-program reductions), unaligned table offsets (problem 3), and that the scratch
-counters are left at zero for the next call.
+"""Our Triton kernels on the code paths the problems' own inputs rarely reach, under the Triton interpreter on CPU: odd
+(non-power-of-two) sizes and their masks, empty and full bags, problem 1's persistent programs walking several bags as
+one stream of two-bag tiles (bag sizes that cut the tiles every way, a bag carried across tiles, B not a multiple of the
+programs, empty bags), long runs of one row (backward passes: problem 4's per-row lookup lists, one list crossing
+several link programs), problem 4's epochs (scratch kept per device and shape, no fill per call: many calls with
+different lookups across an epoch wrap, and the int64 entries), problem 2's one-warp programs owning the bags that start
+in their lookup range (empty bags, at both ends too, and all bags empty; more programs than bags; bags running over
+several programs' ranges, one long bag alone; each program's first bag searched from the shorter end of the lengths over
+several steps from both ends), problem 9's persistent programs walking several samples, each reading its dense row
+through the sparse tensor's pointer (dense allocated before and after sparse, non-contiguous inputs, odd feature counts
+and dimensions over several column chunks), problem 5's one-wave scan over the table rows with many blocks, several
+warps and loads per block and small windows (rows at both ends of the table, one row hit many times, more lookups than
+rows, repeated calls with other rows: the per-call zero fill), its update kernel under its registers-only and staged GPU
+shapes too, and its block prefix on hand-made status words (unpublished blocks recounted from ``last``), fewer samples
+than programs and many row chunks per sample (problem 8's balanced runs and its one-tile-ahead pipeline), problem 6's
+programs streaming several groups of bags (L = 0, L not a multiple of the step, D = 20, more program slots than groups,
+every lookup on the table's last row, the unmasked path and the int64 offsets path), many scan blocks with repeated
+calls (problem 7's one-pass look-back: ticket counter and epochs), problem 12's warps streaming rows (several programs
+per SM, more programs than scratch copies, a batch smaller than one step, F = 130; its output a contiguous view with
+dL/dh on a 128-byte boundary), unaligned table offsets (problem 3), and that the scratch counters and sums are left at
+zero for the next call.
 
-Each case builds the problem's ``Model`` and our ``ModelNew`` with the same seed, feeds both the same inputs (the
-same ones on every call, or other ones per call) and compares ours, on every call, with float64 (relative L2, as
-kbstudy's verdict) and with eager (KernelBench-style ``allclose``); two probes check outside the problems' reach
-(problem 1 at L = 0 against zeros, problem 5's block prefix against exact sums). All cases run in one child process
-with ``TRITON_INTERPRET=1`` set before triton is imported (so every kernel runs its one interpreter config; problem
-5's update kernel also runs two of its GPU configs, each in a namespace of its own).
+Each case builds the problem's ``Model`` and our ``ModelNew`` with the same seed, feeds both the same inputs (the same
+ones on every call, or other ones per call) and compares ours, on every call, with float64 (relative L2, as kbstudy's
+verdict) and with eager (KernelBench-style ``allclose``); two probes check outside the problems' reach (problem 1 at L =
+0 against zeros, problem 5's block prefix against exact sums). Problems 1 (L = 0), 2, 6 and 12 allocate their outputs
+through a ``torch.empty`` that fills them with NaN, so an element no program writes fails. All cases run in one child
+process with ``TRITON_INTERPRET=1`` set before triton is imported (so every kernel runs its one interpreter config;
+problem 5's update kernel also runs two of its GPU configs, each in a namespace of its own).
 """
 
 import json
@@ -65,9 +70,10 @@ def rel_l2(a, b):
     return num / den if den > 0 else (0.0 if num == 0 else float("inf"))
 
 
-def compare(name, pid, init, inputs, ours=None, calls=2, each=None, before=None):
-    '''``calls`` calls on ``inputs``, or one call per input list of ``each``; ``before(c, ours)`` runs before call c.
-    Every call's outputs are checked; "rel" and "eager_rel" are those of the call nearest its bound (the test's).'''
+def compare(name, pid, init, inputs, ours=None, calls=2, each=None, before=None, after=None):
+    '''``calls`` calls on ``inputs``, or one call per input list of ``each``; ``before(c, ours)`` runs before call c,
+    ``after(c, ours, got)`` after it (``got``: its outputs). Every call's outputs are checked; "rel" and "eager_rel"
+    are those of the call nearest its bound (the test's).'''
     ns, cn = modules(pid)
     torch.manual_seed(0); ref = ns["Model"](*init).double()
     torch.manual_seed(0); eager = ns["Model"](*init)
@@ -81,6 +87,8 @@ def compare(name, pid, init, inputs, ours=None, calls=2, each=None, before=None)
             if before is not None:
                 before(c, ours)
             got = flat(ours(*inp))
+            if after is not None:
+                after(c, ours, got)
             exp = flat(ref(*[x.double() if x.is_floating_point() else x for x in inp]))
             base = flat(eager(*inp))
             tol = 1e-2 if base[0].dtype == torch.bfloat16 else 1e-4
@@ -101,12 +109,14 @@ def compare(name, pid, init, inputs, ours=None, calls=2, each=None, before=None)
 
 GRIDS = {}
 LAUNCHES = {}
+LAST_KW = {}
 
 
 def record_grids(pid, cn=None, tag=None):
     '''Wrap the kernel file's ``_launch`` (the forward looks it up at call time) to record each launch's number of
     programs under the kernel's interpreter config (one config under TRITON_INTERPRET=1): in ``GRIDS[pid]`` (every
-    launch) and, with the kernel's name, in ``LAUNCHES[tag or pid]``. ``cn``: another namespace of the file.'''
+    launch) and, with the kernel's name, in ``LAUNCHES[tag or pid]``; the last launch's int and bool keyword arguments
+    (constexprs) in ``LAST_KW[tag or pid]``. ``cn``: another namespace of the file.'''
     cn = modules(pid)[1] if cn is None else cn
     inner = cn["_launch"]
 
@@ -117,6 +127,7 @@ def record_grids(pid, cn=None, tag=None):
         meta = {**(kernel.configs[0].kwargs if autotuned else {}), **kwargs}
         g = grid(meta) if callable(grid) else grid
         GRIDS.setdefault(pid, []).append(g[0])
+        LAST_KW[tag or pid] = {k: v for k, v in kwargs.items() if isinstance(v, (bool, int))}
         LAUNCHES.setdefault(tag or pid, []).append(((kernel.fn if autotuned else kernel).fn.__name__, g[0]))
         return inner(kernel, key, grid, *args, **kwargs)
 
@@ -166,28 +177,114 @@ out1 = ours1(torch.zeros(11, 0, dtype=torch.int64))
 cn1["torch"] = torch
 rows.append({"case": "p1 L=0 B=11", "pid": 1, "shape": list(out1.shape), "zeros": bool((out1 == 0).all()),
              "programs": GRIDS[1][-1]})
-# 2: zero-length bags are not in the problem (lengths >= 1) but must give zero rows; B not a multiple of GROUP
-lengths = torch.tensor([3, 0, 1, 7, 0, 2, 5, 1, 1, 4, 6])
-rows.append(compare("p2 B=11 with empty bags", 2, [40, 20],
-                    [ri(0, 40, (int(lengths.sum()),)), lengths, torch.rand(int(lengths.sum()), generator=g)]))
-# 2: a program's first lookup is the shorter of sum(lengths[:b0]) (2 b0 <= B) and T - sum(lengths[b0:]); with
-# BLOCK_S = 4 both sums run over several blocks. Empty bags at both ends (the last group has no lookup at all), a bag
-# of 19 lookups crossing tiles of 8, B = 41 not a multiple of the interpreter's GROUP (3)
+# 2: one-warp programs, program p of P owning the bags that start in lookups [p T / P, (p + 1) T / P) (the last one
+# also the empty bags starting at T), each finding its first bag by summing BLOCK_S lengths per step from the shorter
+# end of the lengths, then walking its lookups in two-bag tiles of BLOCK_L = 8 (bag ends cut the tiles; empty bags
+# are stored from the bag state). P = PROGS x SMs = 2 x 2 under the interpreter; ``_num_sms`` (looked up per call) is
+# patched for more programs; ``BLOCK_S`` is read per call. The output buffer is filled with NaN first (``torch.empty``
+# in the namespace), so a bag no program stores shows. What each case reaches is modelled on the host
+# (``p2_geometry``, the kernel's partition and search loops) and asserted in the geometry test
 record_grids(2)
 ns2, cn2 = modules(2)
+cn2["torch"] = _NanEmpty()
+num_sms2 = cn2["_num_sms"]
+
+
+def p2_geometry(lengths, programs, block_s):
+    '''The kernel's partition of ``lengths`` on ``programs`` programs: programs owning no bag, bags ending past their
+    owner's lookup range, programs searching from the back, the most BLOCK_S steps summed from each end.'''
+    ln = [int(x) for x in lengths]
+    n, total = len(ln), sum(ln)
+    starts = [0]
+    for x in ln[:-1]:
+        starts.append(starts[-1] + x)
+    bounds = [(p * total // programs, (p + 1) * total // programs + (p == programs - 1)) for p in range(programs)]
+    owner = [next(p for p, (s, e) in enumerate(bounds) if s <= st < e) for st in starts]
+    steps = {"front": [], "back": []}
+    for s, e in bounds:
+        if s <= total - s:  # _first_bag_front
+            lo, base, cs, k = 0, 0, sum(ln[:block_s]), 1
+            while base + cs < s and lo + block_s < n:
+                lo, base, k = lo + block_s, base + cs, k + 1
+                cs = sum(ln[lo:lo + block_s])
+            steps["front"].append(k)
+        else:  # _first_bag_back
+            hi, tail, cs, k = n, 0, sum(ln[max(n - block_s, 0):]), 1
+            while tail + cs <= total - s and hi - block_s > 0:
+                hi, tail, k = hi - block_s, tail + cs, k + 1
+                cs = sum(ln[max(hi - block_s, 0):hi])
+            steps["back"].append(k)
+    return {"programs": programs, "B": n, "T": total, "idle": programs - len(set(owner)),
+            "straddling": sum(st + x > bounds[o][1] for st, x, o in zip(starts, ln, owner)),
+            "back_programs": len(steps["back"]), "front_steps": max(steps["front"], default=0),
+            "back_steps": max(steps["back"], default=0), "empty_ends": [ln[0] == 0, ln[-1] == 0],
+            "empty_at_range_starts": sum(x == 0 and st in [s for s, _ in bounds[1:]] for st, x in zip(starts, ln)),
+            "max_len": max(ln)}
+
+
+def p2_case(name, n_rows, dim, lengths, block_s=None, sms=None, inputs=None, gen=None, calls=1):
+    '''Ours (BLOCK_S = ``block_s``, ``sms`` "SMs") against the reference on ``lengths`` (random rows, rows 0 and
+    ``n_rows`` - 1 at the ends, random weights from ``gen``; or ``inputs``), ``calls`` times (the kernel keeps no
+    state between calls: one call unless the case is one of the former two-call ones); with the case's geometry.'''
+    torch.manual_seed(0); ours = cn2["ModelNew"](n_rows, dim)
+    if block_s is not None:
+        ours.BLOCK_S = block_s
+    if inputs is None:
+        t = int(lengths.sum())
+        idx = torch.randint(0, n_rows, (t,), generator=gen)
+        if t:
+            idx[0], idx[-1] = 0, n_rows - 1
+        inputs = [idx, lengths, torch.rand(t, generator=gen)]
+    if sms is not None:
+        cn2["_num_sms"] = lambda device: sms
+    r = compare(name, 2, [n_rows, dim], inputs, ours=ours, calls=calls)
+    cn2["_num_sms"] = num_sms2
+    r.update(p2_geometry(lengths, GRIDS[2][-1], ours.BLOCK_S), D=dim)
+    return r
+
+
+# 2: zero-length bags are not in the problem (lengths >= 1) but must give zero rows; bag 3 (lookups 4-10) ends in
+# the next program's range (4 programs of 7-8 lookups), one step from either end (BLOCK_S 1024)
+lengths = torch.tensor([3, 0, 1, 7, 0, 2, 5, 1, 1, 4, 6])
+rows.append(p2_case("p2 B=11 with empty bags", 40, 20, lengths,
+                    inputs=[ri(0, 40, (int(lengths.sum()),)), lengths, torch.rand(int(lengths.sum()), generator=g)],
+                    calls=2))
+# 2: BLOCK_S = 4: the start searches sum several steps of lengths from the front (programs 1 and 2) and from the back
+# (program 3); empty bags at both ends (the last five start at T: the last program's), a bag of 19 lookups over
+# three tiles
 len2 = ri(0, 10, (41,))
 len2[:4] = 0
 len2[-5:] = 0
 len2[20] = 19
-torch.manual_seed(0); ours2 = cn2["ModelNew"](60, 12)
-ours2.BLOCK_S = 4
-r = compare("p2 B=41 empty ends, starts from both ends", 2, [60, 12],
-            [ri(0, 60, (int(len2.sum()),)), len2, torch.rand(int(len2.sum()), generator=g)], ours=ours2)
-group2 = cn2["_CONFIGS"][0].kwargs["GROUP"]
-starts2 = [p * group2 for p in range(GRIDS[2][-1])]
-r["back_programs"] = sum(2 * b0 > 41 for b0 in starts2)
-r["side_blocks"] = max(-(-min(b0, 41 - b0) // ours2.BLOCK_S) for b0 in starts2)  # blocks of the shorter side
-rows.append(r)
+rows.append(p2_case("p2 B=41 empty ends, starts from both ends", 60, 12, len2, block_s=4,
+                    inputs=[ri(0, 60, (int(len2.sum()),)), len2, torch.rand(int(len2.sum()), generator=g)], calls=2))
+# (the later cases: own generator, the shared one keeps the later problems' inputs)
+g2 = torch.Generator().manual_seed(2)
+# 2: more programs than bags: 3 bags (the middle one empty) on 4 programs, the last two owning none; bag 2 (lookups
+# 2-6) over three programs' ranges. The same pattern at scale: 6 bags on 14 programs (7 "SMs"), a 60-lookup bag
+# over ~12 ranges, D = 5 (masked row columns), BLOCK_S = 2
+rows.append(p2_case("p2 B=3 on 4 programs", 30, 12, torch.tensor([2, 0, 5]), block_s=2, gen=g2))
+rows.append(p2_case("p2 B=6 on 14 programs, D=5", 50, 5, torch.tensor([1, 2, 3, 0, 60, 1]), block_s=2, sms=7,
+                    gen=g2))
+# 2: one long bag between empty ones (3 before it: program 0's; 2 after it, starting at T: the last program's); the
+# two programs between own nothing, the search steps over empty chunks. One bag of 37 lookups (five tiles carried),
+# D = 16 (no column mask). All bags empty (T = 0: no index, every bag the last program's, all zero rows)
+rows.append(p2_case("p2 one long bag between empty ones", 50, 8, torch.tensor([0, 0, 0, 100, 0, 0]), block_s=2,
+                    gen=g2))
+rows.append(p2_case("p2 B=1 L=37", 50, 16, torch.tensor([37]), block_s=2, gen=g2))
+rows.append(p2_case("p2 all bags empty", 50, 8, torch.zeros(9, dtype=torch.int64), block_s=4, gen=g2))
+# 2: empty bags starting exactly at the programs' range starts s = 8, 16, 24 (T = 32 on 4 programs), each pair the
+# last two bags of a BLOCK_S = 2 step of the lengths: program 1's and 2's searches from the front must stop at the
+# step whose lengths end at s (one more step would skip the empty bags), program 3's from the back must step over the
+# step whose bags start at s (its lengths sum to exactly T - s) to the empty bags below it
+rows.append(p2_case("p2 empty bags at range starts on step edges", 40, 12,
+                    torch.tensor([4, 4, 0, 0, 3, 5, 0, 0, 2, 2, 2, 2, 0, 0, 4, 4]), block_s=2, gen=g2))
+# 2: many short bags (0-7 lookups, a quarter empty, both ends empty) on 14 programs (7 "SMs"), BLOCK_S = 2:
+# programs of ~10 lookups each, some owning no bag, several search steps from both ends, bags across ranges
+len2 = torch.randint(1, 8, (40,), generator=g2)
+len2[torch.randperm(40, generator=g2)[:10]] = 0
+len2[0], len2[-1] = 0, 0
+rows.append(p2_case("p2 B=40 on 14 programs", 80, 20, len2, block_s=2, sms=7, gen=g2))
 # 3: odd hotness (1 .. 9), odd D, and a table whose start is not 16-byte aligned
 ns3, cn3 = modules(3)
 init3 = [[5, 70, 3, 11], [1, 9, 2, 4], 20]
@@ -384,8 +481,60 @@ rows.append({"case": "p5 scan prefix probe", "pid": 5, "unpublished": UNPUB5,
 ri(0, 700, (13, 11)), torch.randn(13, 24, generator=g), torch.randn(700, 24, generator=g), torch.rand(700, generator=g)
 ri(0, 9, (8, 12)), torch.randn(8, 16, generator=g), torch.randn(9, 16, generator=g), torch.rand(9, generator=g)
 ri(0, 6, (40,))
-# 6: D a multiple of 4 but not of 16 words' worth
-rows.append(compare("p6 D=20 L=7", 6, [30, 20], [ri(0, 30, (5, 7))]))
+# 6: one-warp programs, each owning consecutive groups of BB = 2 bags (interpreter config) and walking them as one
+# stream of steps of R = 2 T lookups per bag (T = max(1, 64 // BLOCK_W) rows per half-step; R = 16 at D = 20, 4 at
+# D = 128, 8 at D = 64); the grid is as many programs as fit PROGS x SMs = 2 x 2 slots, shrunk to the same number of
+# groups per program. Codes are unpacked by shifts under the interpreter; ids and row offsets are int32 unless large
+# (SMALL), forced off in one case through ``_launch``. Output buffer NaN first, as for problem 2
+record_grids(6)
+ns6, cn6 = modules(6)
+cn6["torch"] = _NanEmpty()
+num_sms6, launch6 = cn6["_num_sms"], cn6["_launch"]
+BB6, PROGS6 = cn6["_CONFIGS"][0].kwargs["BB"], cn6["_CONFIGS"][0].kwargs["PROGS"]
+
+
+def p6_case(name, n_rows, dim, idx, sms=None, small=None, calls=1):
+    '''Ours (on ``sms`` "SMs"; SMALL forced to ``small``) against the reference on ``idx``, ``calls`` times (no state
+    between calls: one call but for the former case); with the launch's programs, groups, step and the masked /
+    unmasked (EVEN) path the kernel takes.'''
+    if sms is not None:
+        cn6["_num_sms"] = lambda device: sms
+    if small is not None:
+        cn6["_launch"] = lambda kernel, key, grid, *a, **kw: launch6(kernel, key, grid, *a, **{**kw, "SMALL": small})
+    r = compare(name, 6, [n_rows, dim], [idx], calls=calls)
+    cn6["_num_sms"], cn6["_launch"] = num_sms6, launch6
+    kw = LAST_KW[6]
+    batch, bag = idx.shape
+    step = 2 * kw["T"]
+    r.update(programs=GRIDS[6][-1], slots=PROGS6 * (sms or num_sms6(idx.device)), groups=-(-batch // BB6), B=batch,
+             L=bag, D=dim, step=step, even=bag % step == 0 and kw["B_POW2"] % BB6 == 0, small=kw["SMALL"],
+             last_row=bool((idx == n_rows - 1).all()) and idx.numel() > 0)
+    return r
+
+
+# 6: D = 20 (5 words of BLOCK_W = 8: masked words, T = 8, R = 16), L = 7 < R (half B of the only step masked), B = 5
+# (3 groups, the last one half masked, on 3 programs)
+rows.append(p6_case("p6 D=20 L=7", 30, 20, ri(0, 30, (5, 7)), calls=2))
+# 6: L = 0 (outside the problem: every bag zero), 9 bags in 5 groups on 3 programs of 2, 2 and 1 groups. Own generator
+# (the shared one keeps the later problems' inputs)
+g6 = torch.Generator().manual_seed(6)
+rows.append(p6_case("p6 L=0", 30, 16, torch.zeros(9, 0, dtype=torch.int64)))
+# 6: D = 128 (R = 4): L = 5 (two steps per group, the second with one lookup), B = 9 (5 groups on 3 programs of 2,
+# 2 and 1 groups, the last group half empty); then L = 8, B = 8 on one "SM" (the unmasked path: 2 programs of 2
+# groups of 2 whole steps)
+idx6 = torch.randint(0, 200, (9, 5), generator=g6)
+idx6[0, 0], idx6[-1, -1] = 0, 199
+rows.append(p6_case("p6 D=128 L=5 B=9, groups streamed", 200, 128, idx6))
+rows.append(p6_case("p6 D=128 L=8 B=8, unmasked", 200, 128, torch.randint(0, 200, (8, 8), generator=g6), sms=1))
+# 6: more program slots than groups: 3 bags (2 groups) on 14 slots (7 "SMs"): 2 programs of one group; D = 64 (R = 8),
+# L = 13
+rows.append(p6_case("p6 B=3 on 14 slots, D=64 L=13", 100, 64, torch.randint(0, 100, (3, 13), generator=g6), sms=7))
+# 6: every lookup on the table's last row (its scale and bias words the table's last 8 bytes), D = 20, L = 11; and
+# the int64 offsets path (SMALL off) on random rows with both ends
+rows.append(p6_case("p6 every lookup on the last row", 40, 20, torch.full((6, 11), 39)))
+idx6 = torch.randint(0, 40, (5, 5), generator=g6)
+idx6[0, 0], idx6[-1, -1] = 0, 39
+rows.append(p6_case("p6 int64 offsets", 40, 20, idx6, small=False))
 # 7: many scan blocks (small blocks), negative ids, empty bags, three calls (epochs 1..3)
 ns7, cn7 = modules(7)
 ours7 = cn7["ModelNew"](1000)
@@ -440,25 +589,52 @@ rows.append(r)
 # 10 and 11: M, N, K not multiples of the tiles
 rows.append(compare("p10 odd sizes", 10, [48, 24, 2], [torch.randn(37, 48, generator=g).to(torch.bfloat16)]))
 rows.append(compare("p11 odd sizes", 11, [13, 40, 24, 20], [torch.randn(37, 13, generator=g).to(torch.bfloat16)]))
-# 12: several first-level reduction groups, B not a multiple of the tile (SUB x SPLIT = 8 rows under the
-# interpreter): 13 tiles on 6 programs, each walking 2-3 tiles one tile ahead (the last one's next-tile load masked)
+# 12: one launch; warp w of program p of P owns, at step k, the R rows of unit k P W + w P + p (W = R = 2 and PPS = 2
+# programs per "SM" under the interpreter: steps of P W R rows for the whole grid; the grid is min(PPS x SMs,
+# ceil(units / W)) programs, PROGRAMS_PER_SM overriding PPS). Each program adds its sums into copy p % NCOPY (8) of
+# an [8, F + 2] scratch array; the last program to arrive (a counter) reads them, writes loss, dL/dw and dL/db,
+# zeroes the copies and resets the counter. The output is a view (storage offset) of a larger buffer chosen so that
+# dL/dh (element 2 + F) starts on a 128-byte boundary; the buffer is NaN first (an unwritten element shows). After
+# each call: the counter and the scratch sums, the output's contiguity, shape, offset and dL/dh's alignment
 record_grids(12)
 ns12, cn12 = modules(12)
-torch.manual_seed(0); ours12 = cn12["ModelNew"](20)
-ours12.GROUP, ours12.PROGRAMS_PER_SM = 2, 3  # 6 programs (3 per "SM", 2 "SMs" on a CPU) in 3 groups of 2
+cn12["torch"] = _NanEmpty()
+W12, R12 = cn12["_CONFIGS"][0].kwargs["W"], cn12["_CONFIGS"][0].kwargs["R"]
+
+
+def p12_case(name, feat, h, y, pps=None, calls=3):
+    torch.manual_seed(0); ours = cn12["ModelNew"](feat)
+    if pps is not None:
+        ours.PROGRAMS_PER_SM = pps
+    seen = []
+
+    def after(c, m, got):
+        counter, sums, _ = m._scratch[(str(h.device), feat + 2)]
+        out = got[0]
+        seen.append({"counter": int(counter.item()), "sums": float(sums.abs().sum()), "copies": sums.shape[0],
+                     "contiguous": out.is_contiguous(), "shape": list(out.shape),
+                     "view": out._base is not None, "dh_misalign": (out.data_ptr() + (2 + feat) * 4) % 128})
+
+    r = compare(name, 12, [feat], [h, y], ours=ours, calls=calls, after=after)
+    r.update(after=seen, programs=GRIDS[12][-1], step_rows=GRIDS[12][-1] * W12 * R12, B=h.shape[0], F=feat)
+    return r
+
+
+# 12: 6 programs (PROGRAMS_PER_SM = 3 on 2 "SMs"), F = 20 (masked columns of one 32-wide chunk), B = 101: steps of
+# 24 rows, 4-5 per program (the last step's units partly or wholly masked)
 h12 = torch.randn(101, 20, generator=g)
-r = compare("p12 three groups", 12, [20], [h12, ri(0, 2, (101,)).float()], ours=ours12, calls=3)
-r["counters_after"] = int(ours12._scratch[(str(h12.device), 22)][0].abs().sum())  # (counters, partials, ...)
-r["programs"] = GRIDS[12][-1]
-rows.append(r)
-# 12: fewer rows than one tile (one program, one group; its only tile masked) and F = 130 (two 128-column chunks,
-# the second masked)
-torch.manual_seed(0); ours12 = cn12["ModelNew"](130)
+rows.append(p12_case("p12 6 programs, 3 per SM", 20, h12, ri(0, 2, (101,)).float(), pps=3))
+# 12: fewer rows than one step (B = 5 of 8 on the grid's 2 programs: their one step partly masked) and F = 130 (two
+# 128-column chunks, the second masked)
 h12 = torch.randn(5, 130, generator=g)
-r = compare("p12 B=5 < one tile, F=130", 12, [130], [h12, ri(0, 2, (5,)).float()], ours=ours12, calls=3)
-r["counters_after"] = int(ours12._scratch[(str(h12.device), 132)][0].abs().sum())
-r["programs"] = GRIDS[12][-1]
-rows.append(r)
+rows.append(p12_case("p12 B=5 < one tile, F=130", 130, h12, ri(0, 2, (5,)).float()))
+# 12: 10 programs (5 per "SM") for 8 scratch copies (programs 8 and 9 add into copies 0 and 1), F = 256 (the
+# problem's: no column mask), B = 45 (steps of 40 rows: two per program, the second masked); and B = 1 (one program,
+# one row), F = 7. Own generator
+g12 = torch.Generator().manual_seed(12)
+rows.append(p12_case("p12 10 programs on 8 copies, F=256", 256, torch.randn(45, 256, generator=g12),
+                     torch.randint(0, 2, (45,), generator=g12).float(), pps=5, calls=2))
+rows.append(p12_case("p12 B=1 F=7", 7, torch.randn(1, 7, generator=g12), torch.ones(1), calls=2))
 for r in rows:
     r.pop("ours", None)
 print(json.dumps(rows))
@@ -474,16 +650,22 @@ def edge_results():
     return {r["case"]: r for r in json.loads(proc.stdout.strip().splitlines()[-1])}
 
 
+P2_CASES = ["p2 B=11 with empty bags", "p2 B=41 empty ends, starts from both ends", "p2 B=3 on 4 programs",
+            "p2 B=6 on 14 programs, D=5", "p2 one long bag between empty ones", "p2 B=1 L=37", "p2 all bags empty",
+            "p2 empty bags at range starts on step edges", "p2 B=40 on 14 programs"]
+P6_CASES = ["p6 D=20 L=7", "p6 L=0", "p6 D=128 L=5 B=9, groups streamed", "p6 D=128 L=8 B=8, unmasked",
+            "p6 B=3 on 14 slots, D=64 L=13", "p6 every lookup on the last row", "p6 int64 offsets"]
+P12_CASES = ["p12 6 programs, 3 per SM", "p12 B=5 < one tile, F=130", "p12 10 programs on 8 copies, F=256",
+             "p12 B=1 F=7"]
 CASES = ["p1 D=24 L=5", "p1 D=23 L=9 B=11, carried bags", "p1 D=23 L=7 B=25, two-bag tiles",
          "p1 D=17 L=16 B=6, one bag per tile", "p1 D=33 L=37 B=10, long bags", "p1 D=5 L=1 B=30", "p1 D=3 L=3 B=2",
-         "p2 B=11 with empty bags", "p2 B=41 empty ends, starts from both ends",
-         "p3 odd hotness, unaligned tables", "p4 long runs", "p4 one row", "p4 sparse rows",
+         *P2_CASES, "p3 odd hotness, unaligned tables", "p4 long runs", "p4 one row", "p4 sparse rows",
          "p4 epoch wrap, different rows per call", "p4 int64 entries, largest epoch", "p5 long runs", "p5 all one row",
          "p5 many scan blocks, both ends, new rows per call", "p5 scan warps and chunks", "p5 more lookups than rows",
-         "p5 update kernel registers only", "p5 update kernel staged", "p6 D=20 L=7", "p7 many blocks, negative ids",
+         "p5 update kernel registers only", "p5 update kernel staged", *P6_CASES, "p7 many blocks, negative ids",
          "p7 no bags", "p8 empty and full samples", "p8 one sample", "p8 many samples, chunks", "p9 NS=5 D=24",
          "p9 dense after sparse", "p9 dense before sparse", "p9 non-contiguous", "p9 NS=17 D=45 B=11",
-         "p9 NS=1 D=13 B=2", "p10 odd sizes", "p11 odd sizes", "p12 three groups", "p12 B=5 < one tile, F=130"]
+         "p9 NS=1 D=13 B=2", "p10 odd sizes", "p11 odd sizes", *P12_CASES]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -518,9 +700,22 @@ def test_p1_empty_bags_store_zero_rows(edge_results):
 def test_scratch_state_is_reset_between_calls(edge_results):
     p7 = edge_results["p7 many blocks, negative ids"]
     assert p7["counter_after"] == 0 and p7["epoch"] == 3  # ticket counter back at zero, one epoch per call
-    assert edge_results["p12 three groups"]["counters_after"] == 0
-    assert edge_results["p12 B=5 < one tile, F=130"]["counters_after"] == 0
+    for case in P12_CASES:  # after every call: arrival counter at zero, the 8 copies of the [F + 2] sums all zero
+        r = edge_results[case]
+        assert len(r["after"]) == r["calls"] >= 2, r
+        assert all(a["counter"] == 0 and a["sums"] == 0.0 and a["copies"] == 8 for a in r["after"]), r
     assert edge_results["p3 odd hotness, unaligned tables"]["aligned_flag"] is False
+
+
+def test_p12_output_is_a_contiguous_view_with_aligned_grad_h(edge_results):
+    """Problem 12's output after every call: one contiguous [2 + F + B F] tensor, a view into a larger buffer (a
+    storage offset) whose dL/dh, element 2 + F, starts on a 128-byte boundary (F = 7, 20, 130 and 256: 2 + F is not
+    a multiple of 32 elements)."""
+    for case in P12_CASES:
+        r = edge_results[case]
+        for a in r["after"]:
+            assert a["contiguous"] and a["view"] and a["dh_misalign"] == 0, r
+            assert a["shape"] == [2 + r["F"] + r["B"] * r["F"]], r
 
 
 def test_p4_epochs_wrap_and_int64_entries(edge_results):
@@ -537,11 +732,14 @@ def test_p4_epochs_wrap_and_int64_entries(edge_results):
 
 def test_cases_reach_the_launch_geometry_they_describe(edge_results):
     """The grids behind the cases (recorded from ``_launch`` under the interpreter configs): problem 1's persistent
-    programs own several bags each, B not always a multiple of them; problem 2's programs take both start-offset paths
-    over several blocks; problem 5's scans run many blocks (and several warps and loads per block), its link kernel
-    many programs, its update kernel programs walking several chunks under each config; problem 9's programs walk
-    several samples (and fewer samples than slots give one program each); problem 12's group case runs 6 programs in 3
-    groups, its small case one program."""
+    programs own several bags each, B not always a multiple of them; problem 2's programs (4, and 14 on 7 "SMs") search
+    their first bag over several BLOCK_S steps from both ends, own no bag where there are more programs than
+    bag starts, and own bags that run past their lookup range; problem 5's scans run many blocks (and several warps
+    and loads per block), its link kernel many programs, its update kernel programs walking several chunks under each
+    config; problem 6's programs stream several groups, take the masked and the unmasked paths, and shrink to one
+    group each with more slots than groups; problem 9's programs walk several samples (and fewer samples than slots
+    give one program each); problem 12's grids run 3 and 5 programs per "SM" over several steps, 10 programs on 8
+    scratch copies, and 2 programs and 1 on fewer rows than one step."""
     programs1 = {"p1 D=24 L=5": None, "p1 D=23 L=9 B=11, carried bags": 4, "p1 D=23 L=7 B=25, two-bag tiles": 4,
                  "p1 D=17 L=16 B=6, one bag per tile": 3, "p1 D=33 L=37 B=10, long bags": 4, "p1 D=5 L=1 B=30": 4,
                  "p1 D=3 L=3 B=2": 2}
@@ -550,8 +748,27 @@ def test_cases_reach_the_launch_geometry_they_describe(edge_results):
             assert edge_results[case]["programs"] == n, edge_results[case]  # ceil(B / ceil(B / 4)) programs
     several = [edge_results[c] for c, n in programs1.items() if n is not None and edge_results[c]["B"] > n]
     assert len(several) >= 4 and any(r["B"] % r["programs"] for r in several)
-    p2 = edge_results["p2 B=41 empty ends, starts from both ends"]
-    assert p2["back_programs"] >= 1 and p2["side_blocks"] >= 2, p2
+    # problem 2 (``p2_geometry``: the kernel's partition and start search on the host): programs, programs owning no
+    # bag, bags running past their owner's range, programs searching from the back, most BLOCK_S steps from either end
+    p2 = {c: edge_results[c] for c in P2_CASES}
+    geo2 = {c: (r["programs"], r["idle"], r["straddling"], r["back_programs"], r["front_steps"], r["back_steps"])
+            for c, r in p2.items()}
+    assert geo2 == {"p2 B=11 with empty bags": (4, 0, 3, 1, 1, 1),
+                    "p2 B=41 empty ends, starts from both ends": (4, 0, 3, 1, 6, 4),
+                    "p2 B=3 on 4 programs": (4, 2, 2, 1, 2, 1),
+                    "p2 B=6 on 14 programs, D=5": (14, 11, 2, 6, 3, 1),
+                    "p2 one long bag between empty ones": (4, 2, 1, 1, 2, 2),
+                    "p2 B=1 L=37": (4, 3, 1, 1, 1, 1),
+                    "p2 all bags empty": (4, 3, 0, 0, 1, 0),
+                    "p2 empty bags at range starts on step edges": (4, 0, 0, 1, 3, 3),
+                    "p2 B=40 on 14 programs": (14, 0, 9, 6, 11, 9)}, geo2
+    assert all(p2[c]["empty_ends"] == [True, True] for c in ["p2 B=41 empty ends, starts from both ends",
+                                                             "p2 one long bag between empty ones",
+                                                             "p2 all bags empty", "p2 B=40 on 14 programs"])
+    assert p2["p2 empty bags at range starts on step edges"]["empty_at_range_starts"] == 6
+    assert p2["p2 all bags empty"]["T"] == 0 and p2["p2 B=1 L=37"]["max_len"] > 4 * 8  # 5 tiles of BLOCK_L = 8
+    assert p2["p2 B=3 on 4 programs"]["B"] < p2["p2 B=3 on 4 programs"]["programs"]
+    assert p2["p2 B=6 on 14 programs, D=5"]["D"] == 5 and p2["p2 B=1 L=37"]["D"] == 16  # masked / unmasked columns
     p5 = {c: edge_results[c] for c in CASES if c.startswith("p5 ") and "grids" in edge_results[c]}
     assert p5["p5 many scan blocks, both ends, new rows per call"]["grids"] == {
         "_link_kernel": [9], "_scan_kernel": [24], "_update_kernel": [8]}
@@ -561,8 +778,25 @@ def test_cases_reach_the_launch_geometry_they_describe(edge_results):
                            ("p5 update kernel staged", 12)]:
         assert p5[case]["grids"] == {"_link_kernel": [1], "_scan_kernel": [3], "_update_kernel": [n_update]}, p5[case]
         assert p5[case]["u"] == [300, 171, 40], p5[case]  # every row (the outputs' capacity), 171 rows, 40 rows
+    # problem 6: (programs, program slots, groups of BB = 2 bags, lookups per step, unmasked path, int32 offsets)
+    p6 = {c: edge_results[c] for c in P6_CASES}
+    geo6 = {c: (r["programs"], r["slots"], r["groups"], r["step"], r["even"], r["small"]) for c, r in p6.items()}
+    assert geo6 == {"p6 D=20 L=7": (3, 4, 3, 16, False, True), "p6 L=0": (3, 4, 5, 32, False, True),
+                    "p6 D=128 L=5 B=9, groups streamed": (3, 4, 5, 4, False, True),
+                    "p6 D=128 L=8 B=8, unmasked": (2, 2, 4, 4, True, True),
+                    "p6 B=3 on 14 slots, D=64 L=13": (2, 14, 2, 8, False, True),
+                    "p6 every lookup on the last row": (3, 4, 3, 16, False, True),
+                    "p6 int64 offsets": (3, 4, 3, 16, False, False)}, geo6
+    assert [c for c, r in p6.items() if r["L"] % r["step"]] == [
+        "p6 D=20 L=7", "p6 D=128 L=5 B=9, groups streamed", "p6 B=3 on 14 slots, D=64 L=13",
+        "p6 every lookup on the last row", "p6 int64 offsets"]  # L not a multiple of the step
+    assert p6["p6 L=0"]["L"] == 0 and p6["p6 every lookup on the last row"]["last_row"]
+    assert p6["p6 D=20 L=7"]["D"] == 20
     assert edge_results["p9 dense after sparse"]["programs"] == 4  # 9 samples: 3, 2, 2, 2 per program
     assert edge_results["p9 NS=17 D=45 B=11"]["programs"] == 4  # 11 samples: 3, 3, 3, 2 per program
     assert edge_results["p9 NS=1 D=13 B=2"]["programs"] == 2
-    assert edge_results["p12 three groups"]["programs"] == 6
-    assert edge_results["p12 B=5 < one tile, F=130"]["programs"] == 1
+    # problem 12: (programs, rows per step of the whole grid, B); 3 and 5 programs per "SM", 10 programs on 8 copies
+    geo12 = {c: (edge_results[c]["programs"], edge_results[c]["step_rows"], edge_results[c]["B"]) for c in P12_CASES}
+    assert geo12 == {"p12 6 programs, 3 per SM": (6, 24, 101), "p12 B=5 < one tile, F=130": (2, 8, 5),
+                     "p12 10 programs on 8 copies, F=256": (10, 40, 45), "p12 B=1 F=7": (1, 4, 1)}, geo12
+    assert edge_results["p12 10 programs on 8 copies, F=256"]["after"][0]["copies"] == 8
