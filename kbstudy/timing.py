@@ -37,35 +37,35 @@ back-to-back calls on the last input set are timed with ``time.perf_counter`` be
 ``torch.cuda.synchronize()`` (which waits for every stream); the per-call time of the fastest block is compared with
 the event median.
 
-**Device time** (GPU only; :func:`time_device`). A timed call above holds the host's work until the kernels are
-enqueued (Python, argument handling, every launch), because its start event is recorded on an idle GPU; that is the
-study's per-call measure, as in KernelBench, and what a speedup compares. A floor (``kbstudy.dlrm_bench.roofline``)
-bounds the *device's* work, so a kernel is compared with its floor by its device time: the L2 is flushed by *reading*
-the flush buffer (:data:`DEVICE_FLUSH_MODE`, below), then a spin kernel (``torch.cuda._sleep``, PyTorch's own test helper) is enqueued *before* the start event, so the host
-enqueues the call's launches while the GPU is still spinning, and the events see the call's kernels with a cold L2 and
-none of the host's time. What it keeps: each launch's GPU-side start-up, idle time between the call's kernels, and
-any host synchronisation inside the call (the GPU idles until the host sends the rest). This is the method of
-``triton.testing.do_bench`` (L2 flushed, the host's enqueueing overlapped with the flush) made strict: a spin sized
-to outlast the host, checked per call (``host_overran`` counts calls whose host work outlasted it; their samples
-include host time). Nsight Compute's default ``--cache-control all`` also flushes caches before each measured kernel.
-Medians and quartiles over up to :data:`DEVICE_TIME_REPS` calls (fewer, at least :data:`DEVICE_TIME_MIN_REPS`, for a
-call over ``DEVICE_TIME_BUDGET_MS / DEVICE_TIME_REPS``); in :func:`time_pool` each call gets the next pool entry's
-values in the same buffers first (outside the timed region), as the timed calls do, so a result cached by pointer or
-version is not timed as a kernel, and the last device-time call's outputs join the checked timed outputs (a candidate
-that skips work only when it finds itself in these calls fails the timed-output check); a call slower than
-:data:`SLOW_CALL_MS` gets no device time. What it cannot see: a candidate that detects the spin (e.g. by querying the
-stream) and is slower or faster under it without a wrong answer; the device time feeds no speedup.
+**Device time** (GPU only; :func:`time_device`). A timed call above holds the host's work until the kernels are enqueued
+(Python, argument handling, every launch), because its start event is recorded on an idle GPU; that is the study's
+per-call measure, as in KernelBench, and what a speedup compares. A floor (``kbstudy.dlrm_bench.roofline``) bounds the
+*device's* work, so a kernel is compared with its floor by its device time: the L2 is flushed by *reading* the flush
+buffer (:data:`DEVICE_FLUSH_MODE`, below), then a spin kernel (``torch.cuda._sleep``, PyTorch's own test helper) is
+enqueued *before* the start event, so the host enqueues the call's launches while the GPU is still spinning, and the
+events see the call's kernels with a cold L2 and none of the host's time. What it keeps: each launch's GPU-side
+start-up, idle time between the call's kernels, and any host synchronisation inside the call (the GPU idles until the
+host sends the rest). This is the method of ``triton.testing.do_bench`` (L2 flushed, the host's enqueueing overlapped
+with the flush) made strict: a spin sized to outlast the host, checked per call (``host_overran`` counts calls whose
+host work outlasted it; their samples include host time). Nsight Compute's default ``--cache-control all`` also flushes
+caches before each measured kernel. Medians and quartiles over up to :data:`DEVICE_TIME_REPS` calls (fewer, at least
+:data:`DEVICE_TIME_MIN_REPS`, for a call over ``DEVICE_TIME_BUDGET_MS / DEVICE_TIME_REPS``); in :func:`time_pool` each
+call gets the next pool entry's values in the same buffers first (outside the timed region), as the timed calls do, so a
+result cached by pointer or version is not timed as a kernel, and the last device-time call's outputs join the checked
+timed outputs (a candidate that skips work only when it finds itself in these calls fails the timed-output check); a
+call slower than :data:`SLOW_CALL_MS` gets no device time. What it cannot see: a candidate that detects the spin (e.g.
+by querying the stream) and is slower or faster under it without a wrong answer; the device time feeds no speedup.
 
 **How a flush leaves the L2** (:func:`l2_flusher`). Writing the flush buffer (KernelBench's ``clear_l2_cache``,
 ``triton.testing.do_bench``'s ``cache.zero_()``) evicts every earlier line but leaves the L2 full of the buffer's
 *dirty* lines, and their write-back to DRAM happens while the next, timed call evicts them: the timed call pays for
 bytes it never touched. Reading the buffer instead (a max-reduction into one element) writes the previous call's dirty
 lines back during the flush and leaves only clean lines. On the H200 (L2 60 MB) the write-flush added 2.5-8.4 us to the
-device time of our DLRM-Bench kernels (all but kernel 5, whose host wait hides it) and 2.4-4.4 us to copies of 31 MB
-and more, against the reading flush (``outputs/records/h200-flush-s15``, ``scripts/bench_l2_flush.py``). The per-call timing keeps the write-flush: it is KernelBench's, a speedup
-compares two times that both pay it, and the study's records are comparable across sessions. The device time, which
-a floor bounds, uses the reading flush (:data:`DEVICE_FLUSH_MODE`); records say which (``metadata.device_time.flush``;
-records before session 15 lack the key and used the write-flush).
+device time of our DLRM-Bench kernels (all but kernel 5, whose host wait hides it) and 2.4-4.4 us to copies of 31 MB and
+more, against the reading flush (``outputs/records/h200-flush-s15``, ``scripts/bench_l2_flush.py``). The per-call timing
+keeps the write-flush: it is KernelBench's, a speedup compares two times that both pay it, and the study's records are
+comparable across sessions. The device time, which a floor bounds, uses the reading flush (:data:`DEVICE_FLUSH_MODE`);
+records say which (``metadata.device_time.flush``; records before session 15 lack the key and used the write-flush).
 
 **Significance of a speedup** (:func:`speedup_interval`): a two-sample percentile bootstrap of the ratio of medians
 (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13 (percentile intervals) and ch. 8 (two-sample
@@ -416,7 +416,8 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
 
         result.device = time_device(lambda: fn(*buffers), device=device, clear_l2=clear_l2, warmup=0,
                                     per_call_ms=statistics.median(samples),
-                                    before_call=lambda j: prepare(next_g + j), observe=keep_last)
+                                    before_call=lambda j: prepare(next_g + j),
+                                    observe=keep_last if keep_outputs else None)
         if keep_outputs and "out" in last:
             # checked like a timed call's outputs: call index len(samples) + j, after the timed calls
             outputs = execution.flatten_outputs(last.pop("out"))

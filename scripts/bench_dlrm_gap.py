@@ -15,9 +15,9 @@ gap in two by timing each forward three ways on the same inputs, ``--reps`` call
 * ``warm_device``: the same with no flush (what the profiled device time measures, with events instead of CUPTI).
 
 ``host = per_call - cold_device`` is what the host adds to a timed call (Python, launches, allocations, a host sync
-inside the forward) plus the write-back of the per-call flush's dirty lines (``"write"``, KernelBench's; 2.5-8.4 us for our
-kernels on the H200, ``scripts/bench_l2_flush.py``); ``cold_cache = cold_device - warm_device`` is what the flushed L2 costs the
-kernels (inputs that the warm call found in L2); ``enqueue`` is the wall time of the forward
+inside the forward) plus the write-back of the per-call flush's dirty lines (``"write"``, KernelBench's; 2.5-8.4 us
+for our kernels on the H200, ``scripts/bench_l2_flush.py``); ``cold_cache = cold_device - warm_device`` is what the
+flushed L2 costs the kernels (inputs that the warm call found in L2); ``enqueue`` is the wall time of the forward
 call itself in the per-call way, so ``host - enqueue`` is what remains between the host's submission and the GPU's
 work on an idle GPU. GPU only (``torch.cuda._sleep`` is PyTorch's
 own test helper; there is no spin kernel on a CPU). Example, on the GPU machine::
@@ -120,7 +120,7 @@ def main() -> None:
                               per_call_flush=per_call_flush, device_flush=device_flush)
         rows.append((pid, problem.name, label) + tuple(row[c] for c in GAP_COLUMNS))
         print(" ".join(f"{v:>14.1f}" if isinstance(v, float) else f"{v!s:>14}" for v in rows[-1]), flush=True)
-        del model, inputs
+        model = inputs = None  # free them before the next problem (a del here reads as undefined names in the lambda)
         torch.cuda.empty_cache()
     if args.out:
         import pandas as pd

@@ -116,14 +116,14 @@ def main() -> None:
         src = torch.ones(int(nbytes) // 2, dtype=torch.uint8, device=device)
         dst = torch.empty_like(src)
         measure("copy", label, nbytes, lambda: dst.copy_(src))
-        del src, dst
+        src = dst = None  # free them before the next size (a del here reads as undefined names in the lambda)
         torch.cuda.empty_cache()
     if not args.no_kernels:
         cands = {c.problem_id: c for c in load_dlrm_candidates()}
         for problem in problems:
             _, model, inputs = instantiate(problem, cands[problem.problem_id].source, device)
             measure("kernel", f"p{problem.problem_id}", work[problem.problem_id], lambda: model(*inputs))
-            del model, inputs
+            model = inputs = None
             torch.cuda.empty_cache()
     if args.out:
         import pandas as pd

@@ -409,7 +409,8 @@ rows.append(p5_case("p5 many scan blocks, both ends, new rows per call", ours5, 
 ours5 = cn5["ModelNew"](2000, 20)
 ours5.SCAN_WARPS, ours5.SCAN_MAX_NCH, ours5.SCAN_PROGS, ours5.WIN = 2, 2, 1, 2
 special5 = [0, 127, 128, 255, 256, 383, 384, 511, 512, 1999, 1919, 1920, 1791, 1792]
-rows.append(p5_case("p5 scan warps and chunks", ours5, 2000, 20, [p5_idx(2000, (10, 7), c, special5) for c in range(2)]))
+rows.append(p5_case("p5 scan warps and chunks", ours5, 2000, 20,
+                    [p5_idx(2000, (10, 7), c, special5) for c in range(2)]))
 # 5: more lookups than table rows (750 on 300: the outputs' worst case is the table; 3 scan blocks of 128 rows):
 # every row touched (U = 300 = the outputs' capacity), then rows 128-255 untouched, then 750 lookups on 40 rows (~19
 # each). The update kernel's 8 programs (2 per "SM") walk 2-3 chunks of 16 slots and defer the rows with three or
