@@ -51,21 +51,27 @@ host work outlasted it; their samples include host time). Nsight Compute's defau
 caches before each measured kernel. Medians and quartiles over up to :data:`DEVICE_TIME_REPS` calls (fewer, at least
 :data:`DEVICE_TIME_MIN_REPS`, for a call over ``DEVICE_TIME_BUDGET_MS / DEVICE_TIME_REPS``); in :func:`time_pool` each
 call gets the next pool entry's values in the same buffers first (outside the timed region), as the timed calls do, so a
-result cached by pointer or version is not timed as a kernel, and the last device-time call's outputs join the checked
-timed outputs (a candidate that skips work only when it finds itself in these calls fails the timed-output check); a
-call slower than :data:`SLOW_CALL_MS` gets no device time. What it cannot see: a candidate that detects the spin (e.g.
-by querying the stream) and is slower or faster under it without a wrong answer; the device time feeds no speedup.
+result cached by pointer or version is not timed as a kernel, and the outputs of :data:`DEVICE_TIME_CHECKED_CALLS`
+device-time calls drawn at random (:class:`CallSample`) join the checked timed outputs (a candidate that skips work in
+these calls is caught unless none of its skipped calls is drawn); a call slower than :data:`SLOW_CALL_MS` gets no device
+time. What it cannot see: a candidate that detects the spin (e.g. by querying the stream) and is slower or faster under
+it without a wrong answer; the device time feeds no speedup.
 
 **How a flush leaves the L2** (:func:`l2_flusher`). Writing the flush buffer (KernelBench's ``clear_l2_cache``,
 ``triton.testing.do_bench``'s ``cache.zero_()``) evicts every earlier line but leaves the L2 full of the buffer's
 *dirty* lines, and their write-back to DRAM happens while the next, timed call evicts them: the timed call pays for
-bytes it never touched. Reading the buffer instead (a max-reduction into one element) writes the previous call's dirty
-lines back during the flush and leaves only clean lines. On the H200 (L2 60 MB) the write-flush added 2.5-8.4 us to the
-device time of our DLRM-Bench kernels (all but kernel 5, whose host wait hides it) and 2.4-4.4 us to copies of 31 MB and
-more, against the reading flush (``outputs/records/h200-flush-s15``, ``scripts/bench_l2_flush.py``). The per-call timing
-keeps the write-flush: it is KernelBench's, a speedup compares two times that both pay it, and the study's records are
-comparable across sessions. The device time, which a floor bounds, uses the reading flush (:data:`DEVICE_FLUSH_MODE`);
-records say which (``metadata.device_time.flush``; records before session 15 lack the key and used the write-flush).
+bytes it never touched, up to an L2's worth whatever it writes itself. Reading the buffer instead (a max-reduction into
+one element) writes the previous call's dirty lines back during the flush and leaves only clean lines; the timed call
+then pays for no earlier writes, while its own output lines still dirty in the L2 when it ends (at most the smaller of
+its output and the L2) are written back after its end event. Neither is a pipeline's steady state; the reading flush
+errs low by at most that remainder of the call's own writes, the writing flush high by the foreign write-back. On the
+H200 (L2 60 MB) the write-flush added 2.5-8.4 us to the device time of ten of our twelve DLRM-Bench kernels (1.6 and 0.2
+us to the compute-bound 10 and 11, nothing to kernel 5, whose host wait hides it) and 2.4-4.4 us to copies of the ten
+memory-bound problems' compulsory bytes (31-2059 MB), against the reading flush (``outputs/records/h200-flush-s15``,
+``scripts/bench_l2_flush.py``). The per-call timing keeps the write-flush: it is KernelBench's, a speedup compares two
+times that both pay it, and the study's records are comparable across sessions. The device time, which a floor bounds,
+uses the reading flush (:data:`DEVICE_FLUSH_MODE`); records say which (``metadata.device_time.flush``; records before
+session 15 lack the key and used the write-flush).
 
 **Significance of a speedup** (:func:`speedup_interval`): a two-sample percentile bootstrap of the ratio of medians
 (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13 (percentile intervals) and ch. 8 (two-sample
@@ -122,8 +128,12 @@ DEVICE_TIME_REPS = 20
 DEVICE_TIME_MIN_REPS = 5
 DEVICE_TIME_BUDGET_MS = 500.0
 DEVICE_SPIN_US = 2000.0
-#: The L2 flush of the device time (:func:`l2_flusher`): ``"read"`` leaves clean lines, so the call pays for its own
-#: bytes only (module docstring, "How a flush leaves the L2"). The per-call timing's flush is ``"write"``.
+#: Device-time calls whose outputs :func:`time_pool` checks, drawn at random (:class:`CallSample`): to move the
+#: median device time a candidate must skip work in more than half of its 20 calls, and with 3 of 20 checked it
+#: escapes with probability C(9, 3) / C(20, 3) = 7 % at most (with 1 of 20 checked: 9 / 20 = 45 %).
+DEVICE_TIME_CHECKED_CALLS = 3
+#: The L2 flush of the device time (:func:`l2_flusher`): ``"read"`` leaves clean lines, so the call pays for no
+#: earlier writes (module docstring, "How a flush leaves the L2"). The per-call timing's flush is ``"write"``.
 DEVICE_FLUSH_MODE = "read"
 FLUSH_MODES = ("write", "read")
 
@@ -285,7 +295,8 @@ class PoolTiming:
     ``samples``: per timed call, ms. ``pool_size``: input sets cycled. ``host_ms``: per-call time of the fastest
     host-synchronised block, ms (GPU with ``host_check``; else ``None``), over ``host_calls`` calls in all.
     ``checked``: ``(entry, timed call index, outputs)`` for the first and last timed call of each entry and, with a
-    device time, for the last device-time call (index ``len(samples) + j`` for its ``j``-th call) (outputs as a flat
+    device time, for :data:`DEVICE_TIME_CHECKED_CALLS` device-time calls drawn at random (:class:`CallSample`; index
+    ``len(samples) + j`` for its ``j``-th call) (outputs as a flat
     list, tensors cloned after the timed region; empty unless ``keep_outputs``). ``inputs``: the input buffers as the
     last call saw them (for a later profiled call). ``device``: the :func:`time_device` measurement, each call on the
     next pool entry after the last timed call's (GPU with ``device_time``; else ``None``).
@@ -320,7 +331,7 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
         host_check: on a GPU, also time :data:`HOST_BLOCKS` blocks of back-to-back calls on the last input set with a
             device-wide synchronisation around each block (ignored on a CPU, where every call is synchronous).
         device_time: on a GPU, then measure the call's device time (:func:`time_device`, each call on the next pool
-            entry's values, its reading L2 flush if ``clear_l2``; with ``keep_outputs`` the last call's outputs join
+            entry's values, its reading L2 flush if ``clear_l2``; with ``keep_outputs`` random calls' outputs join
             ``checked``; ignored on a CPU, which has no device time apart from the call's). A call whose median is
             above ``slow_call_ms`` gets none: it is no speedup candidate, and its stage's time goes to its timing
             (:data:`SLOW_CALL_MS`).
@@ -409,21 +420,50 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
     if device_time and device.startswith("cuda") and statistics.median(samples) <= slow_call_ms:
         # fresh values per call, as in the timed calls: the entries after the last timed one, in turn
         next_g = plan_state["first_g"] + len(samples)
-        last: dict = {}
+        pick = CallSample(DEVICE_TIME_CHECKED_CALLS)
 
-        def keep_last(j: int, out) -> None:  # a reference only; cloned once, after the last call
-            last["j"], last["out"] = j, out
+        def keep(j: int, out) -> None:  # after the call's end event: cloned only when picked
+            slot = pick.offer(j)
+            if slot is not None:
+                outputs = execution.flatten_outputs(out)
+                pick.kept[slot] = (j, [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outputs])
 
         result.device = time_device(lambda: fn(*buffers), device=device, clear_l2=clear_l2, warmup=0,
                                     per_call_ms=statistics.median(samples),
                                     before_call=lambda j: prepare(next_g + j),
-                                    observe=keep_last if keep_outputs else None)
-        if keep_outputs and "out" in last:
-            # checked like a timed call's outputs: call index len(samples) + j, after the timed calls
-            outputs = execution.flatten_outputs(last.pop("out"))
-            checked.append(((next_g + last["j"]) % n, len(samples) + last["j"],
-                            [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outputs]))
+                                    observe=keep if keep_outputs else None)
+        # checked like a timed call's outputs: call index len(samples) + j, after the timed calls
+        for j, outputs in sorted(pick.kept.values(), key=lambda kept: kept[0]):
+            checked.append(((next_g + j) % n, len(samples) + j, outputs))
     return result
+
+
+class CallSample:
+    """``size`` calls drawn uniformly at random, without replacement, from a sequence of calls whose length is not
+    known in advance (reservoir sampling: Vitter, *Random sampling with a reservoir*, ACM TOMS 11(1), 1985, algorithm
+    R). :func:`time_pool` checks the outputs of the drawn device-time calls, so a candidate cannot know which of its
+    device-time calls are checked: the draws come from ``random.SystemRandom`` (the operating system's generator)
+    unless ``rng`` is given. ``kept``: ``{slot: what the caller stored}`` for the calls drawn so far (at most
+    ``size``). Raises ``ValueError`` for ``size`` < 1."""
+
+    def __init__(self, size: int = 1, rng=None):
+        import random
+
+        if size < 1:
+            raise ValueError(f"size must be at least 1, not {size}")
+        self.size = size
+        self._rng = rng if rng is not None else random.SystemRandom()
+        self.kept: dict = {}
+        self._seen = 0
+
+    def offer(self, j: int) -> int | None:
+        """Offer call ``j``: the slot it takes (replacing that slot's call) or ``None`` if it is not drawn. The first
+        ``size`` calls fill the slots; the ``s``-th call after them is drawn with probability ``size / s``."""
+        self._seen += 1
+        if self._seen <= self.size:
+            return self._seen - 1
+        slot = self._rng.randrange(self._seen)
+        return slot if slot < self.size else None
 
 
 @dataclasses.dataclass
@@ -431,12 +471,12 @@ class DeviceTiming:
     """What :func:`time_device` measured: ``samples`` (ms, one per call, in call order), ``host_overran`` (calls whose
     host work, from before the spin to after the end event's record, outlasted the spin: their samples include host
     time), ``spin_us`` (the spin's intended length), ``flush`` (the L2 flush's mode, :func:`l2_flusher`; ``None``
-    for a warm device time)."""
+    for a warm device time, and by default)."""
 
     samples: list[float]
     host_overran: int
     spin_us: float
-    flush: str | None = DEVICE_FLUSH_MODE
+    flush: str | None = None
 
 
 def spin_cycles_per_us(device: str) -> float:
@@ -498,7 +538,7 @@ def time_device(fn: Callable[[], object], *, device: str, reps: int = DEVICE_TIM
     of ``spin_us`` enqueued, then the call between CUDA events. Returns a :class:`DeviceTiming` (ms).
 
     Args:
-        fn: the call, inputs bound; its result is discarded.
+        fn: the call, inputs bound; its result is discarded once ``observe`` (if given) has seen it.
         device: a CUDA device (``"cuda"``, ``"cuda:N"``).
         reps: timed calls, at most; fewer (at least :data:`DEVICE_TIME_MIN_REPS`) when ``per_call_ms`` says a call
             takes longer than ``budget_ms / reps``.

@@ -220,7 +220,8 @@ print("\n".join(f"- {n}" for n in notes))
 # `triton.testing.do_bench`, made strict, and what Nsight Compute's default cache control measures). It keeps each
 # launch's GPU-side start-up, idle time between the call's kernels and any host synchronisation inside the call
 # (`device_host_overran` counts the calls whose host work outlasted the spin). From session 15 on its flush *reads* a
-# buffer twice the L2 (`device_flush = read`), so the L2 holds clean lines and a call pays for its own bytes only; the
+# buffer twice the L2 (`device_flush = read`), so the L2 holds clean lines and a call pays for no earlier writes (its
+# own output lines still dirty when it ends, at most min(output, L2), are written back after its end event); the
 # write-flush of session 14's records (`write`) left dirty lines whose write-back the next call paid, 2.5-8.4 us for
 # these kernels on the H200 (`outputs/records/h200-flush-s15`). The per-call time keeps KernelBench's write-flush.
 # Records made before session 14 lack a device time; for them `device_ms` is `profiled_ms` (`device_source =

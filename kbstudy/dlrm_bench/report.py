@@ -104,11 +104,12 @@ DEVICE_SOURCES = {
 #: ``device_flush`` values (how the L2 flush before each device-time call left the cache,
 #: ``kbstudy.timing.l2_flusher``), each with the sentence :func:`device_notes` adds.
 DEVICE_FLUSHES = {
-    "read": "each device-time call followed a flush that read a 2 x L2 buffer, leaving the L2 clean, so a call pays "
-            "for its own bytes only",
+    "read": "each device-time call followed a flush that read a 2 x L2 buffer, leaving the L2 clean: a call pays for "
+            "no earlier writes, while its own output lines still dirty in the L2 when it ends (at most the smaller of "
+            "its output and the L2) are written back after its end event",
     "write": "each device-time call followed a flush that wrote a 2 x L2 buffer (records before session 15), so its "
-             "device time includes the write-back of the flush's dirty lines (2.5-8.4 us per call for our kernels "
-             "on the H200, outputs/records/h200-flush-s15)",
+             "device time includes the write-back of the flush's dirty lines (2.5-8.4 us per call for most of our "
+             "kernels on the H200, outputs/records/h200-flush-s15)",
 }
 #: The columns of :func:`kernel_moves`, in order.
 MOVE_COLUMNS = ("problem_id", "problem", "model_config", "same_file", "before_ms", "after_ms", "delta_us",
@@ -427,7 +428,7 @@ def _cold_device_ms(record) -> float | None:
     """A record's device time (ms): ``candidate_device_ms_median`` (``kbstudy.timing.time_device``), ``None`` where
     absent (a CPU run, or a record made before it existed) and where the timed outputs failed their check
     (``timing_output_ok`` false; before session 15 the device-time calls' own outputs were not checked, since then
-    the last one's are, with the timed calls')."""
+    one of them, drawn at random, is checked with the timed calls')."""
     if record.get("timing_output_ok") is False:
         return None
     return _finite(record.get("candidate_device_ms_median"))
@@ -439,13 +440,16 @@ def _finite(value) -> float | None:
 
 
 def _device_flush(record) -> str | None:
-    """How the L2 flush of a record's device-time calls left the cache: ``metadata.device_time.flush``, or
-    ``"write"`` for a record with a device time that predates the key (session 14's); ``None`` without one."""
+    """How the L2 flush of a record's device-time calls left the cache: ``metadata.device_time.flush`` (``None`` there:
+    a warm device time, no flush), or ``"write"`` for a record with a device time that predates the key (session
+    14's); ``None`` without one."""
     meta = record.get("metadata")
     dt = meta.get("device_time") if isinstance(meta, dict) else None
     if not isinstance(dt, dict):
         return None
-    return dt.get("flush") or "write"
+    if "flush" not in dt:
+        return "write"
+    return dt["flush"]  # None: a warm device time (no flush)
 
 
 def _copy_flush(frow) -> str | None:
@@ -678,8 +682,10 @@ def variants(folder: str | Path) -> pd.DataFrame:
             disjoint = bool(v_q3 < o_q1 or o_q3 < v_q1)
         interval = speedup_interval(_samples(r.get("candidate_ms_samples")), _samples(get(o, "candidate_ms_samples")))
         v_dev, o_dev = _cold_device_ms(r), (_cold_device_ms(o) if o is not None else None)
-        dev_interval = speedup_interval(_samples(r.get("candidate_device_ms_samples")),
-                                        _samples(get(o, "candidate_device_ms_samples")))
+        # no device-time interval where either device time is void (its timed outputs failed their check)
+        dev_interval = (speedup_interval(_samples(r.get("candidate_device_ms_samples")),
+                                         _samples(get(o, "candidate_device_ms_samples")))
+                        if v_dev is not None and o_dev is not None else None)
         rows.append({
             "problem_id": int(r["problem_id"]), "problem": _problem_label(r["problem_name"]),
             "model_config": r["model_config"],

@@ -185,7 +185,35 @@ def test_l2_flush_modes_are_checked_before_any_device_work():
         timing.l2_flusher("cuda", "clean")
     with pytest.raises(ValueError, match="unknown L2 flush mode"):
         timing.time_device(lambda: None, device="cuda", flush_mode="zero")
-    assert timing.DeviceTiming(samples=[0.1], host_overran=0, spin_us=2000.0).flush == "read"
+    assert timing.DeviceTiming(samples=[0.1], host_overran=0, spin_us=2000.0).flush is None  # no claim of a flush
+
+
+def test_call_sample_draws_uniformly_without_replacement():
+    """``CallSample`` (reservoir sampling): the first ``size`` calls fill the slots; afterwards every call of a
+    sequence of any length ends up drawn with probability ``size / length`` (checked over 20,000 seeded sequences of
+    20 calls: each call's frequency within 0.02 of 3/20), the slots always hold distinct calls, and a size below 1
+    is an error."""
+    import random
+
+    from kbstudy.timing import CallSample
+
+    rng = random.Random(0)
+    counts = [0] * 20
+    for _ in range(20_000):
+        pick = CallSample(3, rng=rng)
+        for j in range(20):
+            slot = pick.offer(j)
+            if slot is not None:
+                pick.kept[slot] = j
+        assert len(pick.kept) == 3 and len(set(pick.kept.values())) == 3
+        for j in pick.kept.values():
+            counts[j] += 1
+    assert all(abs(c / 20_000 - 3 / 20) < 0.02 for c in counts), counts
+    short = CallSample(3, rng=rng)
+    assert [short.offer(j) for j in range(2)] == [0, 1]  # fewer calls than slots: all of them, in order
+    assert CallSample().size == 1
+    with pytest.raises(ValueError):
+        CallSample(0)
 
 
 def test_device_time_fields_are_the_samples_statistics():

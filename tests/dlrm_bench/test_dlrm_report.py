@@ -373,6 +373,9 @@ def test_device_time_view_sources_and_target(tmp_path):
     _rewrite_records(run, with_flush(None))
     view = report.device_time_view(run).set_index("problem_id")
     assert view.loc[3, "device_flush"] == "write" and pd.isna(view.loc[1, "device_flush"])  # 1: profiled only
+    _rewrite_records(run, lambda rows: [{**r, "metadata": {**r["metadata"], "device_time": {
+        **r["metadata"]["device_time"], "flush": None}}} if r["problem_id"] == 3 else r for r in rows])
+    assert pd.isna(report.device_time_view(run).set_index("problem_id").loc[3, "device_flush"])  # warm: no flush
     notes = report.device_notes(view.reset_index(), machine)
     assert report.DEVICE_FLUSHES["write"] in notes
     _rewrite_records(run, with_flush("read"))
@@ -441,6 +444,11 @@ def test_variant_interval_and_summary(tmp_path):
     assert v.loc[2, "variant_over_ours_device_ci_low"] <= 0.5 <= v.loc[2, "variant_over_ours_device_ci_high"] < 1
     notes = report.variant_notes(v.reset_index())
     assert "; device time 11.0 us against ours 22.0 us, 0.50x [" in notes[2] and "device time" not in notes[1]
+    # a variant whose timed outputs failed their check has no device time, and no device-time interval either
+    _rewrite_records(run, lambda rows: [{**r, "timing_output_ok": False} if r["model_config"] == "variant-y"
+                                        and r["problem_id"] == 2 else r for r in rows])
+    v = report.variants(run).set_index("problem_id")
+    assert pd.isna(v.loc[2, "variant_device_ms"]) and pd.isna(v.loc[2, "variant_over_ours_device_ci_low"])
 
     plain = _run_copy(tmp_path / "b")  # three samples per record: too few for an interval
     _rewrite_records(plain, lambda rows: [r for r in _with_two_timed_variants(rows)
