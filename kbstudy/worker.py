@@ -22,8 +22,8 @@ Candidate worker protocol (messages from the orchestrator; replies are dicts, te
    "host_ms": float|None, "host_calls": int, "pool_size": int, "device_samples": [ms, ...]|None,
    "device_host_overran": int|None, "device_spin_us": float|None, "device_flush": str|None}`` (device time:
    ``kbstudy.timing.time_device``) followed by the bytes of ``share({"checked": [(entry, call, outputs), ...]})`` (the
-   sampled timed outputs and those of the device-time calls drawn for checking, kept alive until ``{"op": "release"}``), or a failure dict
-   alone;
+   sampled timed outputs and those of the device-time calls drawn for checking, kept alive until
+   ``{"op": "release"}``), or a failure dict alone;
 5. ``{"op": "profile"}`` (GPU) -> ``{"kernels": [[name, device us], ...]}`` or ``{"profile_error": str}``: one
    profiled call on the last timing inputs (``kbstudy.profiling.capture.profile_steps``, one warm-up call, one traced);
 6. ``{"op": "exit"}``
