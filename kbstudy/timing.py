@@ -398,7 +398,7 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
         if not is_last and kept_bytes[0] + nbytes > CHECK_OUTPUT_BYTES:
             return
         kept_bytes[0] += nbytes
-        checked.append((entry, j, [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outputs]))
+        checked.append((entry, j, _detached_clones(outputs)))
 
     samples = _loop(fn, device=device, prepare=prepare, plan=plan, observe=observe, warmup_ms=warmup_ms,
                     min_warmup=min_warmup, budget_ms=budget_ms, min_reps=min_reps, max_reps=max_reps,
@@ -422,20 +422,27 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
         next_g = plan_state["first_g"] + len(samples)
         pick = CallSample(DEVICE_TIME_CHECKED_CALLS)
 
-        def keep(j: int, out) -> None:  # after the call's end event: cloned only when picked
+        def keep_drawn(j: int, out) -> None:  # after the call's end event: cloned only when drawn
             slot = pick.offer(j)
             if slot is not None:
-                outputs = execution.flatten_outputs(out)
-                pick.kept[slot] = (j, [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outputs])
+                pick.kept[slot] = (j, _detached_clones(execution.flatten_outputs(out)))
 
         result.device = time_device(lambda: fn(*buffers), device=device, clear_l2=clear_l2, warmup=0,
                                     per_call_ms=statistics.median(samples),
                                     before_call=lambda j: prepare(next_g + j),
-                                    observe=keep if keep_outputs else None)
+                                    observe=keep_drawn if keep_outputs else None)
         # checked like a timed call's outputs: call index len(samples) + j, after the timed calls
         for j, outputs in sorted(pick.kept.values(), key=lambda kept: kept[0]):
             checked.append(((next_g + j) % n, len(samples) + j, outputs))
     return result
+
+
+def _detached_clones(outputs: list) -> list:
+    """A flat output list (``kbstudy.execution.flatten_outputs``) with every tensor detached and cloned, so a later
+    call that reuses the candidate's buffers cannot change what is checked."""
+    import torch
+
+    return [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outputs]
 
 
 class CallSample:

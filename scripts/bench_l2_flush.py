@@ -46,22 +46,14 @@ def quartile_row(samples_us: list[float]) -> tuple[float, float, float]:
 
 
 def problem_bytes(problem, device: str, seed: int = 42) -> float:
-    """Compulsory bytes of DLRM-Bench ``problem`` at full size (``kbstudy.dlrm_bench.roofline.compulsory_work``); for
-    the problems whose totals are random (2, 7, 8) on the input set of ``seed`` built on ``device``."""
-    import torch
+    """Compulsory bytes of DLRM-Bench ``problem`` at full size (``kbstudy.dlrm_bench.roofline.compulsory_work``, from
+    what the floors are computed from: ``kbstudy.dlrm_bench.gpu_run.floor_inputs``; for the problems whose totals are
+    random (2, 7, 8) on the input set of ``seed`` built on ``device``)."""
+    from kbstudy.dlrm_bench.gpu_run import floor_inputs
+    from kbstudy.dlrm_bench.roofline import compulsory_work
 
-    from kbstudy import execution
-    from kbstudy.dlrm_bench import exec_source
-    from kbstudy.dlrm_bench.gpu_run import INPUT_DEPENDENT
-    from kbstudy.dlrm_bench.roofline import compulsory_work, numeric_constants
-
-    ns = exec_source(problem.source, problem.name)
-    inputs = None
-    if problem.problem_id in INPUT_DEPENDENT:
-        execution.set_seed(seed)
-        with torch.device(device):
-            inputs = ns["get_inputs"]()
-    return float(compulsory_work(problem.problem_id, numeric_constants(ns), inputs).bytes)
+    consts, inputs = floor_inputs(problem, 1.0, device, seed)
+    return float(compulsory_work(problem.problem_id, consts, inputs).bytes)
 
 
 def main() -> None:

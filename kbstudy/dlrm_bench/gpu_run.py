@@ -60,12 +60,8 @@ def measure_and_floors(device: str, size_scale: float, problem_ids: list[int] | 
     code."""
     import torch
 
-    from kbstudy import execution
-    from kbstudy.dlrm_bench import exec_source, load_dlrm_problems, problem_precision
-    from kbstudy.dlrm_bench.roofline import copy_at_size, measure_machine, numeric_constants, problem_floor
-    from kbstudy.problems import scale_source
-
-    from kbstudy.dlrm_bench.roofline import Machine
+    from kbstudy.dlrm_bench import load_dlrm_problems, problem_precision
+    from kbstudy.dlrm_bench.roofline import Machine, copy_at_size, measure_machine, problem_floor
 
     machine = Machine.from_dict(machine_dict) if machine_dict else measure_machine(device, reps=reps)
     if device.startswith("cuda"):
@@ -73,13 +69,8 @@ def measure_and_floors(device: str, size_scale: float, problem_ids: list[int] | 
     key = machine.key()
     rows = []
     for p in load_dlrm_problems(1.0, problem_ids):
-        ns = exec_source(scale_source(p.source, size_scale), p.name)
-        inputs = None
-        if p.problem_id in INPUT_DEPENDENT:
-            execution.set_seed(seed)
-            with torch.device(device):
-                inputs = ns["get_inputs"]()
-        floor = problem_floor(p.problem_id, numeric_constants(ns), machine, inputs)
+        consts, inputs = floor_inputs(p, size_scale, device, seed)
+        floor = problem_floor(p.problem_id, consts, machine, inputs)
         if floor["precision"] != problem_precision(p.problem_id):
             raise AssertionError(f"problem {p.problem_id}: floor precision {floor['precision']} != "
                                  f"{problem_precision(p.problem_id)}")
@@ -89,6 +80,27 @@ def measure_and_floors(device: str, size_scale: float, problem_ids: list[int] | 
                      "problem_sha256": p.sha256, "size_scale": size_scale, **floor, **copy, "machine_key": key,
                      "machine_name": machine.name, "device": machine.device})
     return {**json.loads(machine.to_json()), "key": key}, rows
+
+
+def floor_inputs(problem, size_scale: float, device: str, seed: int) -> tuple[dict, list | None]:
+    """What a DLRM-Bench problem's floor is computed from: its size constants after scaling by ``size_scale``
+    (``roofline.numeric_constants``) and, for the problems whose totals are random (:data:`INPUT_DEPENDENT`), the
+    input set of ``seed`` built on ``device`` (as the reference process builds the timing pool's first set); ``None``
+    for the others."""
+    import torch
+
+    from kbstudy import execution
+    from kbstudy.dlrm_bench import exec_source
+    from kbstudy.dlrm_bench.roofline import numeric_constants
+    from kbstudy.problems import scale_source
+
+    ns = exec_source(scale_source(problem.source, size_scale), problem.name)
+    inputs = None
+    if problem.problem_id in INPUT_DEPENDENT:
+        execution.set_seed(seed)
+        with torch.device(device):
+            inputs = ns["get_inputs"]()
+    return numeric_constants(ns), inputs
 
 
 def parse_args(argv=None):
