@@ -22,9 +22,11 @@ Three steps, three kinds of files in ``DIR``:
    for both configurations.
 3. ``floors.jsonl`` -- one row per problem: ``problem_id``, ``problem_name``, ``problem_sha256`` (the same hash as the
    evaluation records: the unscaled source), ``size_scale``, ``precision``, compulsory ``bytes`` and ``flops``,
-   ``formula``, ``floor_ms``, ``bound``, ``memory_ms``, ``compute_ms`` and ``machine_key`` (``machine.json``'s key);
-   on a GPU also ``copy_ms``, ``copy_q1_ms``, ``copy_q3_ms``, ``copy_flush``: the device time of a copy of the
-   problem's compulsory bytes (:func:`kbstudy.dlrm_bench.roofline.copy_at_size`).
+   ``formula``, ``floor_ms``, ``bound``, ``memory_ms``, ``compute_ms``, ``sector_bytes``, ``sector_ms`` (the bytes
+   in whole 32-byte DRAM sectors, from session 16) and ``machine_key`` (``machine.json``'s key); on a GPU also
+   ``copy_ms``, ``copy_q1_ms``, ``copy_q3_ms``, ``copy_flush``: the device time of a copy of the problem's compulsory
+   bytes (:func:`kbstudy.dlrm_bench.roofline.copy_at_size`), and where ``sector_bytes`` exceeds ``bytes`` (problems 5
+   and 6) ``sector_copy_ms``, ``sector_copy_q1_ms``, ``sector_copy_q3_ms``: the same for a copy of ``sector_bytes``.
    Problems 2, 7 and 8 have random totals: their floors use the first input set of the timing pool (seed
    ``EvalConfig.seed``, generated on the device, as the reference process does; the pool's other sets, seeds
    ``seed + 1`` ..., are draws of the same distribution, see ``kbstudy.timing.time_pool``).
@@ -76,6 +78,10 @@ def measure_and_floors(device: str, size_scale: float, problem_ids: list[int] | 
                                  f"{problem_precision(p.problem_id)}")
         del inputs
         copy = copy_at_size(floor["bytes"], device) if device.startswith("cuda") else {}
+        if copy and floor["sector_bytes"] > floor["bytes"] * (1 + 1e-6):
+            # what the DRAM must move in whole sectors exceeds the bytes (unaligned gathered rows): time that too
+            copy.update({"sector_" + k: v for k, v in copy_at_size(floor["sector_bytes"], device).items()
+                         if k != "copy_flush"})
         rows.append({"problem_id": p.problem_id, "problem_name": p.name, "problem_version": p.version,
                      "problem_sha256": p.sha256, "size_scale": size_scale, **floor, **copy, "machine_key": key,
                      "machine_name": machine.name, "device": machine.device})

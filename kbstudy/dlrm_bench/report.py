@@ -91,7 +91,7 @@ DEVICE_COLUMNS = ("problem_id", "problem", "model_config", "bound", "per_call_ms
                   "per_call_over_floor", "device_over_floor", "gap_us", "device_within_target", "target_gap_us",
                   "n_kernels", "device_source", "device_q1_ms", "device_q3_ms", "profiled_ms", "copy_ms",
                   "copy_over_floor", "device_over_copy", "device_host_overran", "device_flush",
-                  "copy_flush")
+                  "copy_flush", "sector_over_bytes", "dram_copy_ms", "dram_copy_over_floor", "target_below_copy")
 #: ``device_source`` values, each with the sentence :func:`device_notes` closes with: the record's device time
 #: (``kbstudy.timing.time_device``: median of calls with a cold L2 and the host hidden), or, in records made before it
 #: existed, the kernels' summed durations of one profiled call
@@ -509,6 +509,14 @@ def device_time_view(folder: str | Path, model_config: str = MODEL_CONFIG) -> pd
     * ``device_flush``: how the L2 flush before each device-time call left the cache (:data:`DEVICE_FLUSHES`:
       ``"read"``, clean, from session 15; ``"write"``, dirty, before), ``None`` without a cold device time;
       ``copy_flush`` the same for ``copy_ms``;
+    * ``sector_over_bytes``: the compulsory traffic counted in whole 32-byte DRAM sectors over the floor's bytes
+      (``floors.jsonl``'s ``sector_bytes / bytes``, from session 16; above 1 where rows are gathered unaligned:
+      problems 5 and 6, ``kbstudy.dlrm_bench.roofline.expected_sectors``);
+    * ``dram_copy_ms``: the device time of a copy of what the DRAM must move at the problem's size --
+      ``sector_copy_ms`` where ``floors.jsonl`` has it (a copy of ``sector_bytes``), else ``copy_ms`` --, and
+      ``dram_copy_over_floor``; ``target_below_copy``: that copy alone takes more than :data:`FLOOR_TARGET` x the
+      floor (``None`` without a copy or for a compute-bound problem), i.e. the target asks for a kernel that moves those bytes faster than a plain
+      copy of as many bytes at that size (evidence, not a proof: see ``roofline.copy_at_size``);
     * ``gap_us`` = (per call - device) in microseconds: host time before the first kernel starts, launch latency,
       gaps between launches and host syncs, and the cold-cache cost the device time does not see;
     * ``device_within_target``: ``device_over_floor`` within :data:`FLOOR_TARGET` (``None`` without a device time or
@@ -528,6 +536,11 @@ def device_time_view(folder: str | Path, model_config: str = MODEL_CONFIG) -> pd
         floor, bound = _floor_and_bound(floors, r, layout)
         frow = _floor_row(floors, r) if layout != "preliminary" else None
         copy = _finite(frow.get("copy_ms")) if frow is not None else None
+        sector_copy = _finite(frow.get("sector_copy_ms")) if frow is not None else None
+        dram_copy = sector_copy if sector_copy is not None else copy
+        dram_over_floor = _ratio(dram_copy, floor)
+        sector_bytes, nbytes = ((_finite(frow.get("sector_bytes")), _finite(frow.get("bytes")))
+                                if frow is not None else (None, None))
         per_call, profiled, cold = r["candidate_ms_median"], _device_ms(r), _cold_device_ms(r)
         device = cold if cold is not None else profiled
         source = "cold" if cold is not None else ("profiled" if profiled is not None else None)
@@ -548,12 +561,16 @@ def device_time_view(folder: str | Path, model_config: str = MODEL_CONFIG) -> pd
             "device_over_copy": _ratio(device, copy),
             "device_host_overran": _host_overran(r) if cold is not None else None,
             "device_flush": _device_flush(r) if cold is not None else None,
-            "copy_flush": _copy_flush(frow),
+            "copy_flush": _copy_flush(frow), "sector_over_bytes": _ratio(sector_bytes, nbytes),
+            "dram_copy_ms": dram_copy, "dram_copy_over_floor": dram_over_floor,
+            "target_below_copy": (None if dram_over_floor is None or bound != "memory"
+                                  else bool(dram_over_floor > FLOOR_TARGET)),
         })
     out = pd.DataFrame(rows, columns=list(DEVICE_COLUMNS))
     for col in ("per_call_ms", "device_ms", "floor_ms", "per_call_over_floor", "device_over_floor", "gap_us",
                 "target_gap_us", "device_q1_ms", "device_q3_ms", "profiled_ms", "copy_ms", "copy_over_floor",
-                "device_over_copy", "device_host_overran"):
+                "device_over_copy", "device_host_overran", "sector_over_bytes", "dram_copy_ms",
+                "dram_copy_over_floor"):
         out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
     return out.sort_values("problem_id", kind="stable").reset_index(drop=True)
 
@@ -597,6 +614,19 @@ def device_notes(view: pd.DataFrame, machine: dict) -> list[str]:
                      f"{copies['copy_over_floor'].min():.2f}-{copies['copy_over_floor'].max():.2f}x the floor; above "
                      f"{FLOOR_TARGET}x on {_listed(over, 'copy_over_floor')}; ours / copy: "
                      + ", ".join(f"{r.problem_id} {r.device_over_copy:.2f}x" for r in copies.itertuples()))
+    sectors = mem[mem["sector_over_bytes"] > 1.0 + 1e-6] if len(mem) else mem
+    if len(sectors):
+        notes.append("counted in whole 32-byte DRAM sectors, the compulsory traffic is "
+                     + ", ".join(f"{r.sector_over_bytes:.3f}x the floor's bytes on {r.problem_id}"
+                                 for r in sectors.itertuples())
+                     + " (unaligned gathered rows); a copy of that many bytes at size takes "
+                     + ", ".join(f"{r.dram_copy_over_floor:.2f}x the floor on {r.problem_id}"
+                                 for r in sectors.itertuples() if r.dram_copy_over_floor == r.dram_copy_over_floor))
+    below = mem[mem["target_below_copy"] == True] if len(mem) else mem  # noqa: E712
+    if len(below):
+        notes.append(f"the {FLOOR_TARGET}x target is below a plain copy of what the DRAM must move, at the problem's "
+                     f"size, on {_listed(below, 'dram_copy_over_floor')}: a kernel within it there would have to move "
+                     f"those bytes faster than the copy")
     overran = timed[timed["device_host_overran"].fillna(0) > 0]
     if len(overran):
         notes.append("device-time calls whose host work outlasted the spin (a host synchronisation inside the call, "

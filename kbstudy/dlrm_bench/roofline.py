@@ -35,6 +35,16 @@ the floor the simplest kernel that moves those bytes comes at that size. It is e
 bytes are mostly reads may move them faster than a copy does, and a copy whose written half fits the L2 (60 MB on the
 H200) need not finish writing it to DRAM within its time.
 
+**DRAM sectors** (``sector_bytes``, a separate column, not the floor). HBM is read and written by the L2 in 32-byte
+sectors (:data:`SECTOR_BYTES`; NVIDIA's CUDA C++ Best Practices Guide, "Coalesced Access to Global Memory": a warp's
+accesses are served in 32-byte segments), so a gathered row that is not a whole number of aligned sectors costs the
+DRAM more than its bytes: problem 6's 136-byte int8 rows span five sectors (160 bytes), and problem 5's 4-byte
+row-wise state entries one sector each (eight entries per sector). ``sector_bytes`` counts the expected number of
+distinct sectors the gathers touch (:func:`expected_sectors`) where the floor counts bytes; the streams (indices,
+outputs) are contiguous and cost their bytes either way. Where it exceeds ``bytes``, ``gpu_run`` also times a copy of
+``sector_bytes`` at size (``sector_copy_ms``): the least a kernel that moves what the DRAM must move takes, by the same
+evidence as ``copy_ms``.
+
 Byte and FLOP formulas per problem are in :func:`compulsory_work` (sizes: B batch, L bag size, D dim, N table rows,
 s = bytes per element: 4 fp32, 2 bf16, 8 int64 indices).
 """
@@ -51,6 +61,9 @@ from typing import Sequence
 BF16_PROBLEMS = frozenset({10, 11})
 #: A problem is launch-bound when its floor is below this many launch latencies (:func:`launch_latency_ms`).
 LAUNCH_BOUND_FACTOR = 3.0
+#: Bytes per DRAM sector, the unit in which the L2 reads and writes HBM (NVIDIA, CUDA C++ Best Practices Guide,
+#: "Coalesced Access to Global Memory"; sm_70 to sm_90).
+SECTOR_BYTES = 32
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,12 +100,15 @@ class Machine:
 
 @dataclasses.dataclass(frozen=True)
 class Work:
-    """Compulsory work of one problem instance: ``bytes`` (DRAM bytes), ``flops``, the FLOP precision and the formula."""
+    """Compulsory work of one problem instance: ``bytes`` (DRAM bytes), ``flops``, the FLOP precision and the formula;
+    ``sector_bytes``: the same traffic counted in whole 32-byte DRAM sectors (:data:`SECTOR_BYTES`), ``None`` where it
+    equals ``bytes`` (contiguous streams and sector-aligned gathered rows only)."""
 
     bytes: float
     flops: float
     precision: str
     formula: str
+    sector_bytes: float | None = None
 
 
 def numeric_constants(ns: dict) -> dict:
@@ -107,6 +123,25 @@ def expected_unique(n_rows: int, draws: int) -> float:
     if n_rows < 1 or draws < 0:
         raise ValueError(f"need n_rows >= 1 and draws >= 0, got {n_rows}, {draws}")
     return n_rows * -math.expm1(draws * math.log1p(-1.0 / n_rows)) if n_rows > 1 else float(draws > 0)
+
+
+def expected_sectors(n_rows: int, row_bytes: int, draws: int, sector: int = SECTOR_BYTES) -> float:
+    """Expected number of distinct ``sector``-byte sectors touched by ``draws`` uniform draws (with replacement) of rows
+    of ``row_bytes`` bytes from a table of ``n_rows`` rows stored back to back from a sector-aligned base (row ``r`` at
+    byte ``r * row_bytes``). A sector overlapped by ``k`` rows is untouched with probability ``(1 - k / N)^n``; the
+    rows repeat their sector pattern every ``sector / gcd(row_bytes, sector)`` rows, and the count is that pattern's
+    expectation scaled to ``n_rows`` (exact when the pattern divides ``n_rows``). For rows of a whole number of sectors
+    it is ``expected_unique(N, n) * row_bytes / sector``. Raises ``ValueError`` for ``n_rows < 1``, ``row_bytes < 1``
+    or ``draws < 0``."""
+    if n_rows < 1 or row_bytes < 1 or draws < 0:
+        raise ValueError(f"need n_rows >= 1, row_bytes >= 1 and draws >= 0, got {n_rows}, {row_bytes}, {draws}")
+    period = sector // math.gcd(row_bytes, sector)  # rows per repetition of the sector pattern
+    total = 0.0
+    for s in range(row_bytes * period // sector):
+        lo, hi = s * sector, (s + 1) * sector
+        k = sum(1 for r in range(period) if r * row_bytes < hi and (r + 1) * row_bytes > lo)  # rows overlapping it
+        total += 1.0 if k >= n_rows else -math.expm1(draws * math.log1p(-k / n_rows))
+    return total * n_rows / period
 
 
 def compulsory_work(problem_id: int, consts: dict, inputs: Sequence | None = None) -> Work:
@@ -136,6 +171,10 @@ def compulsory_work(problem_id: int, consts: dict, inputs: Sequence | None = Non
     12. loss head: ``B F 4 + B 4 + (F + 1) 4`` read, ``(2 + F + B F) 4`` written; ``5 B F`` (logits ``2 B F``,
         dL/dh ``B F``, dL/dw ``2 B F``; memory-bound by two orders of magnitude either way).
 
+    ``sector_bytes`` (1, 2, 3, 5, 6; :func:`expected_sectors`, S = sectors): each gathered table's ``E[U] row`` term
+    becomes ``E[S](N, row, n) 32`` (the same for fp32 rows of D = 128: 512 bytes, 16 sectors), problem 6's rows of
+    ``D + 8`` bytes span five sectors at D = 128, and problem 5's state read ``E[U] 4`` becomes ``E[S](N, 4, B L) 32``.
+
     Raises ``KeyError`` for an unknown problem id or a missing constant, ``ValueError`` if inputs are needed but absent.
     """
     c = consts
@@ -146,20 +185,24 @@ def compulsory_work(problem_id: int, consts: dict, inputs: Sequence | None = Non
     if pid == 1:
         B, L, D, N = c["batch_size"], c["bag_size"], c["embedding_dim"], c["num_embeddings"]
         u = expected_unique(N, B * L)
-        return Work(B * L * idx + u * D * f32 + B * D * f32, B * L * D, "fp32", "B L 8 + E[U] D 4 + B D 4")
+        return Work(B * L * idx + u * D * f32 + B * D * f32, B * L * D, "fp32", "B L 8 + E[U] D 4 + B D 4",
+                    B * L * idx + _sector_bytes(N, D * f32, B * L) + B * D * f32)
     if pid == 2:
         B, D, N = c["batch_size"], c["embedding_dim"], c["num_embeddings"]
         T = inputs[0].numel()
         u = expected_unique(N, T)
         return Work(T * idx + B * idx + T * f32 + u * D * f32 + B * D * f32, 2 * T * D, "fp32",
-                    "T 8 + B 8 + T 4 + E[U] D 4 + B D 4")
+                    "T 8 + B 8 + T 4 + E[U] D 4 + B D 4",
+                    T * idx + B * idx + T * f32 + _sector_bytes(N, D * f32, T) + B * D * f32)
     if pid == 3:
         B, D = c["batch_size"], c["embedding_dim"]
         rows = [min(n, c["max_table_rows"]) for n in c["table_rows"]]
         hots = list(c["multi_hot_sizes"])
         table_bytes = sum(expected_unique(n, B * h) * D * f32 for n, h in zip(rows, hots))
+        table_sectors = sum(_sector_bytes(n, D * f32, B * h) for n, h in zip(rows, hots))
         return Work(B * sum(hots) * idx + table_bytes + B * len(rows) * D * f32, B * sum(hots) * D, "fp32",
-                    "B sum(L_t) 8 + sum_t E[U_t] D 4 + B 26 D 4")
+                    "B sum(L_t) 8 + sum_t E[U_t] D 4 + B 26 D 4",
+                    B * sum(hots) * idx + table_sectors + B * len(rows) * D * f32)
     if pid == 4:
         B, L, D, N = c["batch_size"], c["bag_size"], c["embedding_dim"], c["num_embeddings"]
         return Work(B * L * idx + B * D * f32 + N * D * f32, B * L * D, "fp32", "B L 8 + B D 4 + N D 4")
@@ -167,11 +210,14 @@ def compulsory_work(problem_id: int, consts: dict, inputs: Sequence | None = Non
         B, L, D, N = c["batch_size"], c["bag_size"], c["embedding_dim"], c["num_embeddings"]
         u = expected_unique(N, B * L)
         return Work(B * L * idx + B * D * f32 + u * (2 * D * f32 + 2 * f32 + idx), B * L * D + 4 * u * D, "fp32",
-                    "B L 8 + B D 4 + E[U] (2 D 4 + 2 4 + 8)")
+                    "B L 8 + B D 4 + E[U] (2 D 4 + 2 4 + 8)",
+                    B * L * idx + B * D * f32 + _sector_bytes(N, D * f32, B * L) + u * (D * f32 + f32 + idx)
+                    + _sector_bytes(N, f32, B * L))
     if pid == 6:
         B, L, D, N = c["batch_size"], c["bag_size"], c["embedding_dim"], c["num_embeddings"]
         u = expected_unique(N, B * L)
-        return Work(B * L * idx + u * (D + 8) + B * D * f32, 2 * B * L * D, "fp32", "B L 8 + E[U] (D + 8) + B D 4")
+        return Work(B * L * idx + u * (D + 8) + B * D * f32, 2 * B * L * D, "fp32", "B L 8 + E[U] (D + 8) + B D 4",
+                    B * L * idx + _sector_bytes(N, D + 8, B * L) + B * D * f32)
     if pid == 7:
         T, G = inputs[0].numel(), inputs[1].numel()
         return Work(T * idx + G * idx + (G + 1 + T) * idx, T + G, "fp32", "T 8 + G 8 + (G + 1 + T) 8")
@@ -202,6 +248,11 @@ def compulsory_work(problem_id: int, consts: dict, inputs: Sequence | None = Non
     raise KeyError(f"unknown DLRM-Bench problem id {problem_id}")
 
 
+def _sector_bytes(n_rows: int, row_bytes: int, draws: int) -> float:
+    """Bytes of the distinct DRAM sectors ``draws`` uniform row gathers touch (:func:`expected_sectors`)."""
+    return expected_sectors(n_rows, row_bytes, draws) * SECTOR_BYTES
+
+
 def floor_ms(work: Work, machine: Machine) -> tuple[float, str]:
     """The floor in ms, ``max(bytes / BW, flops / rate)``, and which side binds (``"memory"`` or ``"compute"``).
 
@@ -214,12 +265,16 @@ def floor_ms(work: Work, machine: Machine) -> tuple[float, str]:
 
 def problem_floor(problem_id: int, consts: dict, machine: Machine, inputs: Sequence | None = None) -> dict:
     """Floor of one problem as a flat dict: ``bytes``, ``flops``, ``precision``, ``formula``, ``floor_ms``, ``bound``,
-    ``memory_ms`` and ``compute_ms`` (each side alone)."""
+    ``memory_ms`` and ``compute_ms`` (each side alone), ``sector_bytes`` (``bytes`` counted in DRAM sectors, see
+    :class:`Work`; equal to ``bytes`` where the problem gathers nothing unaligned) and ``sector_ms`` (``sector_bytes /
+    BW``, not the floor)."""
     work = compulsory_work(problem_id, consts, inputs)
     ms, bound = floor_ms(work, machine)
+    sector_bytes = work.bytes if work.sector_bytes is None else max(work.sector_bytes, work.bytes)
     return {"bytes": work.bytes, "flops": work.flops, "precision": work.precision, "formula": work.formula,
             "floor_ms": ms, "bound": bound, "memory_ms": 1e3 * work.bytes / machine.bandwidth_bytes_per_s,
-            "compute_ms": 1e3 * work.flops / machine.matmul_flops_per_s[work.precision]}
+            "compute_ms": 1e3 * work.flops / machine.matmul_flops_per_s[work.precision],
+            "sector_bytes": sector_bytes, "sector_ms": 1e3 * sector_bytes / machine.bandwidth_bytes_per_s}
 
 
 def copy_at_size(nbytes: float, device: str, reps: int = 20) -> dict:

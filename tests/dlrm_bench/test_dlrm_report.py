@@ -388,6 +388,27 @@ def test_device_time_view_sources_and_target(tmp_path):
     view = report.device_time_view(run).set_index("problem_id")
     assert set(view["copy_flush"]) == {"read"}
     assert report.device_notes(view.reset_index(), machine)[-1] == report.DEVICE_FLUSHES["read"]
+    assert view["sector_over_bytes"].isna().all()  # floors from before session 16 count no sectors
+    assert view["dram_copy_ms"].equals(view["copy_ms"]) and not view["target_below_copy"].any()
+
+    # session 16's floors count DRAM sectors; where they exceed the bytes (unaligned gathers) a copy of them is timed
+    # too, and the target is judged against the larger copy: problem 3 at 1.2x its bytes, its sector copy 1.4x
+    path.write_text("".join(json.dumps({**r, "copy_ms": r["floor_ms"], "copy_flush": "read",
+                                        "sector_bytes": r["bytes"] * (1.2 if r["problem_id"] == 3 else 1.0),
+                                        **({"sector_copy_ms": 1.4 * r["floor_ms"]} if r["problem_id"] == 3 else {})})
+                            + "\n" for r in rows))
+    view = report.device_time_view(run).set_index("problem_id")
+    assert view.loc[3, "sector_over_bytes"] == pytest.approx(1.2) and view.loc[1, "sector_over_bytes"] == 1.0
+    assert view.loc[3, "dram_copy_over_floor"] == pytest.approx(1.4)
+    assert view.loc[1, "dram_copy_ms"] == view.loc[1, "copy_ms"]
+    memory = view["bound"] == "memory"
+    assert view.loc[memory, "target_below_copy"].tolist() == [p == 3 for p in view.index[memory]]
+    assert view.loc[~memory, "target_below_copy"].isna().all()  # the target is stated for memory-bound problems
+    notes = report.device_notes(view.reset_index(), machine)
+    assert ("counted in whole 32-byte DRAM sectors, the compulsory traffic is 1.200x the floor's bytes on 3 "
+            "(unaligned gathered rows); a copy of that many bytes at size takes 1.40x the floor on 3") in notes
+    assert ("the 1.25x target is below a plain copy of what the DRAM must move, at the problem's size, on 1: 3 "
+            "(1.40x): a kernel within it there would have to move those bytes faster than the copy") in notes
 
 
 def _with_two_timed_variants(rows):

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from kbstudy.dlrm_bench import exec_source, load_dlrm_problems
-from kbstudy.dlrm_bench.roofline import Machine, Work, compulsory_work, expected_unique, floor_ms, measure_machine
+from kbstudy.dlrm_bench.roofline import (Machine, Work, compulsory_work, expected_sectors, expected_unique, floor_ms,
+                                         measure_machine, problem_floor)
 from kbstudy.dlrm_bench.gpu_run import _numeric_constants
 
 MACHINE = Machine(device="cuda", name="test", bandwidth_bytes_per_s=4.0e12,
@@ -28,6 +29,50 @@ def test_expected_unique_matches_sampling():
     n, draws = 5000, 4000
     observed = sum(torch.randint(0, n, (draws,)).unique().numel() for _ in range(20)) / 20
     assert observed == pytest.approx(expected_unique(n, draws), rel=0.02)
+
+
+def test_expected_sectors_against_hand_counts_and_sampling():
+    """Whole-sector rows: E[U] x sectors per row. One draw of a 136-byte row (row r at byte 136 r): five sectors
+    whatever r. Every row of a 4-byte table drawn: all N / 8 sectors. A sampled table of 136-byte rows agrees."""
+    assert expected_sectors(4_000_000, 512, 819_200) == pytest.approx(16 * expected_unique(4_000_000, 819_200))
+    assert expected_sectors(1000, 136, 1) == pytest.approx(5.0, rel=1e-3)  # 4 start offsets mod 32, 5 sectors each
+    assert expected_sectors(800, 4, 10**6) == pytest.approx(100.0)
+    assert expected_sectors(8, 4, 1) == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        expected_sectors(10, 0, 5)
+    torch.manual_seed(1)
+    n, row, draws = 4000, 136, 1500
+    observed = []
+    for _ in range(20):
+        rows = torch.randint(0, n, (draws,)).unique()
+        first, last = rows * row // 32, (rows * row + row - 1) // 32  # sectors each drawn row spans
+        spans = torch.cat([torch.arange(int(a), int(b) + 1) for a, b in zip(first, last)])
+        observed.append(spans.unique().numel())
+    assert sum(observed) / 20 == pytest.approx(expected_sectors(n, row, draws), rel=0.01)
+
+
+def test_sector_bytes_exceed_bytes_only_for_unaligned_gathers():
+    """In whole DRAM sectors the fp32 gathers (rows of 512 bytes) cost their bytes; problem 6's 136-byte int8 rows cost
+    more (five sectors, less the ones adjacent drawn rows share) and problem 5's 4-byte state entries one sector of
+    eight each; the contiguous problems carry no sector count."""
+    ratios = {}
+    for p in load_dlrm_problems(1.0):
+        ns = exec_source(p.source, p.name)
+        torch.manual_seed(0)
+        inputs = ns["get_inputs"]() if p.problem_id in (2, 7, 8) else None
+        row = problem_floor(p.problem_id, _numeric_constants(ns), MACHINE, inputs)
+        assert row["sector_ms"] == pytest.approx(1e3 * row["sector_bytes"] / 4.0e12)
+        ratios[p.problem_id] = row["sector_bytes"] / row["bytes"]
+        del inputs
+    assert all(ratios[p] == pytest.approx(1.0) for p in (1, 2, 3, 4, 7, 8, 9, 10, 11, 12)), ratios
+    u = expected_unique(4_000_000, 819_200)
+    c6 = _numeric_constants(exec_source(load_dlrm_problems(problem_ids=[6])[0].source, "p6"))
+    w6 = compulsory_work(6, c6)
+    assert w6.sector_bytes - w6.bytes == pytest.approx(expected_sectors(4_000_000, 136, 819_200) * 32 - u * 136)
+    assert 1.10 < ratios[6] < 1.16  # rows: between 136 and 160 bytes each
+    c5 = _numeric_constants(exec_source(load_dlrm_problems(problem_ids=[5])[0].source, "p5"))
+    w5 = compulsory_work(5, c5)
+    assert w5.sector_bytes - w5.bytes == pytest.approx(expected_sectors(4_000_000, 4, 819_200) * 32 - u * 4)
 
 
 def test_problem1_full_size_bytes():

@@ -1,61 +1,68 @@
 """kbstudy-triton kernel for DLRM-Bench problem 12 (256 -> 1 head, sigmoid, BCE mean loss, forward + backward).
 
-Shipped in session 15; measured as variant ``s15-a`` in ``outputs/records/h200-dlrm-s15-variants`` (40.8 us of device
-time against 42.7 us for session 14's kernel in the same run). It is session 14's ``s14-a`` (one launch, warps streaming h independently two row-steps ahead, a one-round-trip
-tail), which had 6-8 % less device time than the shipped kernel, plus two changes aimed at its remaining gap to a copy
-of the same bytes (34.9 us): **dL/dh on a 128-byte boundary** (16-byte vectors in whole sectors for both streams) and an
-optional **L2 bulk prefetch** of h further ahead than the registers can hold (the autotuner chooses it or not).
+Shipped in session 16; measured as variant ``s15-d`` in session 15 (``outputs/records/h200-dlrm-s15-p12`` and
+``outputs/records/h200-dlrm-s15-repeat``: 39.6 and 39.3 us of cold device time, 1.244x and 1.234x the floor, against
+40.7 and 41.1 us for session 15's shipped ``s15-a`` in the same runs: device-time ratios 0.972 [0.963, 0.978] and
+0.957 [0.946, 0.967]).
 
-**One launch**, h read once and dL/dh written once (the compulsory traffic):
+It is ``s15-c`` (below) with an **autotuning benchmark timed as the project judges**: ``_bench`` flushes
+the L2 by reading a 256 MiB buffer and hides the host behind a spin, as ``kbstudy.timing.time_device`` does, instead of
+``triton.testing.do_bench``'s write flush, whose dirty lines' write-back (3-8 us per call, session 15) every config pays
+while it is ranked. The configs differ in how many bytes they keep in flight and ask for ahead (L2 bulk prefetch 0, 2
+or 4 steps ahead); which of them is fastest may differ between an L2 full of dirty lines and one of clean lines, and the
+cold device time is measured in the second. Kernel, configs and launcher are s15-c's, unchanged.
 
-* ``W`` warps per program, ``PPS`` programs per SM (grid ``PPS x SMs``, registers capped by ``maxnreg`` so all are
-  resident: one wave). Warp ``w`` of program ``p`` owns, at step ``k``, the unit of ``R`` consecutive rows
-  ``k * NWG + w * P + p`` (``NWG = P x W``): the grid walks h in order, every warp does the same number of units to
-  within one, and every SM has warps on the last units (s14-a's schedule).
-* A step's tile is ``[W, R, NCH, CW]`` (row ``R * unit + s``, column ``c * CW + j``, CW = 128): the 32 lanes on j with
-  four columns each (16-byte vectors), the warps on W (TTGIR: ``sizePerThread [1, 1, 1, 4]``, ``warpsPerCTA [W, 1,
-  1, 1]``). A row's logit ``x = h w + b`` is an in-thread sum and one warp's shuffles; ``g = (sigmoid(x) - y) / B`` and
-  the loss ``max(x, 0) - x y + log(1 + e)`` from one ``e = exp(-|x|)`` (no overflow); dL/dw accumulates in the thread;
-  ``dL/dh = g w`` is stored from the same registers. No barrier, shared memory or layout conversion in the loop.
-* **Aligned dL/dh.** The output's dL/dh starts at element ``2 + F`` = 258, 8 bytes past a 16-byte boundary in a fresh
-  allocation, which held s14-a to 8-byte vectors for both streams (its loads were narrowed to the stores' layout) and
-  made each warp store of 256 bytes touch 9 sectors, two of them partly. Here the forward allocates 32 more elements and
-  returns the view that starts ``pad`` elements in, ``pad`` chosen so that dL/dh starts on a 128-byte boundary (30 for
-  F = 256 on the allocator's 512-byte blocks); dL/dh is passed as its own pointer, so Triton's 16-byte specialisation
-  sees it. The output is still one contiguous fresh [2 + F + B F] tensor (a view with a storage offset). Loads
-  and stores are ``LDG.E.EF.128`` / ``STG.E.128``: half of s14-a's memory instructions, each warp store 512 bytes in
-  four whole 128-byte lines, so every L2 write is a full sector (no partial-sector merge, 8 not 9 sector writes per
-  256 bytes).
-* **Two steps ahead in registers, PF more in L2.** Each step issues the loads of the step after next (SASS: the four
-  ``LDG.E.EF.128`` are the first memory instructions of the loop body). With ``PF > 0`` each warp's first lane also
-  issues one ``cp.async.bulk.prefetch.L2`` (sm_90 TMA: no destination, no register, nothing to wait for; SASS: one
-  ``UBLKPF.L2`` per warp and step) for its unit ``2 + PF`` steps ahead (``R F 4`` = 2 KB), so the register loads hit
-  the L2. One step of the grid is ``132 x 16 x 2`` = 4224 rows = 4.3 MB of h: registers keep 4.3-8.6 MB of loads in
-  flight (32-64 KB per SM, 1.5-3 us of cover at 2.1 TB/s of reads), the prefetch 8.6-17 MB more (PF 2-4), which also
-  makes the ramp-up issue the first steps' DRAM reads at once. PF = 0 configs keep s14-a's exact schedule.
-* **Tail: one round trip** (s14-a's): each program sums its warps' dL/dw, adds it, its dL/db and its loss into copy
-  ``p % 8`` of an [8, F + 2] fp32 scratch array (relaxed ``RED``), then a barrier and an acq_rel counter increment;
-  the last program reads the copies with atomic adds of zero, writes loss, dL/dw and dL/db, and leaves zeros. The fp32
-  summation order is the atomics' order (not bit-for-bit deterministic; far inside the fp32 tolerances).
+s15-c: round 1's ``s15-a`` (one launch, one wave, warps streaming h two row-steps ahead, 128-byte-aligned
+dL/dh, optional L2 bulk prefetch; 40.8 us against a copy of the same bytes at 35.6 us) with its **serial tail cut
+from four dependent L2 round trips to one**: the programs add dL/dw, dL/db and the loss straight into the output's head,
+which program 0 zeroes and publishes at its start, so no program waits for another at the end and nothing is read
+back.
 
-Why it should be faster (134.5 MB of compulsory traffic, 31.6 us floor, 34.9 us for a copy at size; s14-a measured
-0.92-0.94 x the shipped kernel, ~39.5 us at the shipped 42.6): half the load/store instructions and whole-sector
-writes cut the L2 write transactions by 1/9 and the issue slots of the memory pipe by half; the prefetch, where the
-autotuner takes it, raises the DRAM queue at the start and during the loop without registers. Configs (Triton 3.6,
-sm_90, ``cuobjdump -res-usage``, no spills; main loop: 4 x ``LDG.E.EF.128``, 4 x ``STG.E.128``, 20 ``SHFL.BFLY``,
-4 ``MUFU`` per R = 2 rows, no ``BAR``):
+**Where s15-a spends its end.** After the last program's last dL/dh store its tail was: a cross-warp reduction (14
+``BAR.SYNC`` in the SASS), relaxed adds into one of 8 scratch copies, ``MEMBAR.ALL.GPU`` (waits for the adds and the
+last dL/dh stores to be acknowledged: one L2 round trip), the arrival counter's ``ATOMG`` (a second round trip, behind
+131 others on one address), then, in the last program, the adds of zero that read the 8 copies (a third) and the
+stores of loss, dL/dw, dL/db, which the grid's completion waits for (a fourth). At 0.5-0.7 us per round trip near an
+idle L2, ~2-3 us of the launch is that chain, with the DRAM idle; a copy ends with its last stores.
 
-| W x R, PPS, PF | warps per SM | registers (cap) | h in registers per SM | ahead in L2 per SM |
-| --- | --- | --- | --- | --- |
-| 16 x 2, 1, 0 | 16 | 120 (128) | 32-64 KB | 0 |
-| 16 x 2, 1, 2 | 16 | 114 (128) | 32-64 KB | 64 KB |
-| 16 x 2, 1, 4 | 16 | 114 (128) | 32-64 KB | 128 KB |
-| 8 x 2, 2, 2 | 16 | 114 (128) | 32-64 KB | 64 KB |
-| 16 x 1, 2, 0 | 32 | 64 (64) | 32-64 KB | 0 |
+**This tail.** Program 0 first stores zeros to ``out[0 : F + 2]`` (loss, dL/dw, dL/db), then a barrier and one release
+``atomic_add`` (lane 0 of its last warp) of ``MOD - P + 1`` to an int32 counter (``MOD = 2^20``, P programs). Every
+other program adds 1 with *acquire* at iteration ``n_iter // 2`` of its loop (~15 us after program 0's add, after that
+iteration's loads are issued, so the round trip and the broadcast barrier overlap two row-steps of loads in flight);
+the value it reads is >= ``MOD - P + 1`` once program 0 has added (at most ``P - 2`` before). After its loop a program
+reduces its warps' sums (one [F] and one [2] reduction: 8 ``BAR.SYNC``) and adds them into ``out`` with relaxed
+``REDG`` (258 addresses): the grid's completion waits only for those adds, one round trip. A launch adds exactly
+``MOD``; the program whose add reaches it sets the counter back to 0 (calls stay independent; the autotuner's
+repeated launches too). A program whose add came before program 0's (tiny grids, a grid larger than one wave) spins
+after its loop on acquire reads until the counter is >= ``MOD - P + 1`` or 0 (reset, which follows program 0's add);
+program 0 is the first program dispatched and never waits. Program 0's release (``MEMBAR`` waiting for its zero
+stores, then its add's round trip) delays only its last warp, which has one unit fewer than its first warps
+here (32768 units, 2112 warps: 15.5 units per warp; the last warp of every program takes 15). The adds into ``out``
+are 132 x 258 fp32 ``REDG`` (8 warp instructions per program, two 128-byte lines each), spread over the programs'
+last ~1 us; their order is the atomics' order (not bit-for-bit deterministic; far inside the fp32 tolerances), as
+before.
 
-(A 16 x 1 config with prefetch spilled at 64 registers and is left out.) The prefetch is used only on sm_90+ GPUs with
-16-byte-aligned h and F % 4 == 0 (a ``PREFETCH`` constexpr in the autotune key); never under ``TRITON_INTERPRET=1``
-(no inline assembly there), where one config runs.
+Expected: the same main loop as s15-a (its SASS per iteration: 4 ``LDG.E.EF.128``, 4 ``STG.E.128``, 20 ``SHFL.BFLY``,
+no barrier; plus one compare and branch around the arrival block), about 1.5-2 us (4-5 %) less at the end: ~39 us
+against 40.8 us, at or under the 39.9 us target (1.25 x 31.9 us). Configs (Triton 3.6, sm_90, ``cuobjdump
+-res-usage``, no spills, shared memory for the tail's reductions only):
+
+| W x R, PPS, PF | warps per SM | registers (cap) | shared | h in registers per SM | ahead in L2 per SM |
+| --- | --- | --- | --- | --- | --- |
+| 16 x 2, 1, 0 | 16 | 109 (128) | 16 KB | 32-64 KB | 0 |
+| 16 x 2, 1, 2 | 16 | 111 (128) | 16 KB | 32-64 KB | 64 KB |
+| 16 x 2, 1, 4 | 16 | 111 (128) | 16 KB | 32-64 KB | 128 KB |
+| 8 x 2, 2, 2 | 16 | 115 (128) | 2 x 8 KB | 32-64 KB | 64 KB |
+| 8 x 2, 2, 0 | 16 | 125 (128) | 2 x 8 KB | 32-64 KB | 0 |
+
+(s15-a's 16 x 1, 2 programs per SM config spills at its 64-register cap with the arrival block and is replaced by
+8 x 2, 2, 0.) The main loop, as in s15-a: warp ``w`` of program ``p`` owns at step ``k`` the unit of ``R`` consecutive
+rows ``k * NWG + w * P + p`` (``NWG = P x W``; the grid walks h in order); a step's tile is ``[W, R, NCH, CW]`` with
+16-byte vectors, the loads of the step after next issued first; ``x = h w + b``, ``g = (sigmoid(x) - y) / B`` and the
+loss ``max(x, 0) - x y + log(1 + e)`` from one ``e = exp(-|x|)``; ``dL/dh = g w`` stored from the same registers to
+a 128-byte-aligned dL/dh (the output is a fresh buffer's view starting ``pad`` elements in). With ``PF > 0`` each warp's
+first lane issues one ``cp.async.bulk.prefetch.L2`` per step for its unit ``2 + PF`` steps ahead (sm_90, 16-byte-aligned
+h, F % 4 == 0; never under ``TRITON_INTERPRET=1``, where one config runs).
 """
 import os
 
@@ -75,16 +82,56 @@ _CONFIGS = [
     triton.Config({"W": 16, "R": 2, "PPS": 1, "PF": 2}, num_warps=16, num_stages=1, maxnreg=128),
     triton.Config({"W": 16, "R": 2, "PPS": 1, "PF": 4}, num_warps=16, num_stages=1, maxnreg=128),
     triton.Config({"W": 8, "R": 2, "PPS": 2, "PF": 2}, num_warps=8, num_stages=1, maxnreg=128),
-    triton.Config({"W": 16, "R": 1, "PPS": 2, "PF": 0}, num_warps=16, num_stages=1, maxnreg=64),
+    triton.Config({"W": 8, "R": 2, "PPS": 2, "PF": 0}, num_warps=8, num_stages=1, maxnreg=128),
 ]
 if _INTERPRET:
     _CONFIGS = [triton.Config({"W": 2, "R": 2, "PPS": 2, "PF": 1}, num_warps=2, num_stages=1)]
 
 
 def _bench(kernel_call, quantiles):
-    """Autotuning benchmark: ``triton.testing.do_bench`` with 5 ms of warm-up and 25 ms of timed calls (instead of
-    25 / 100) per config, to keep the first call's tuning short."""
-    return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
+    """Autotuning benchmark, timed as the project judges a kernel (``kbstudy.timing.time_device``): before each timed
+    call the L2 is flushed by *reading* a 256 MiB buffer (it is left holding clean lines), then a spin kernel keeps the
+    device busy while the host launches the call; CUDA events around the call; 5 ms of warm-up and about 25 ms of
+    timed calls (10 to 200) per config. ``triton.testing.do_bench`` flushes by *writing* the buffer, which leaves the
+    L2 full of dirty lines whose write-back (3-8 us, session 15) every timed call pays, so it ranks the configs under
+    another memory state than the one they are judged in. Falls back to ``do_bench`` (5 / 25 ms) if this raises."""
+    try:
+        return _bench_read_flush(kernel_call, quantiles)
+    except Exception:
+        return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
+
+
+def _bench_read_flush(kernel_call, quantiles, warmup_ms=5.0, rep_ms=25.0, spin_cycles=200_000):
+    """:func:`_bench`'s method: the quantiles (in the order asked; a number for one) of the timed calls, in ms."""
+    device = torch.cuda.current_device()
+    l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0
+    buf = torch.zeros(max(256 << 20, 2 * l2) // 8, dtype=torch.int64, device="cuda")
+    sink = torch.empty((), dtype=torch.int64, device="cuda")
+    kernel_call()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        kernel_call()
+    end.record()
+    torch.cuda.synchronize()
+    estimate_ms = max(start.elapsed_time(end) / 5, 1e-3)
+    for _ in range(max(1, int(warmup_ms / estimate_ms))):
+        kernel_call()
+    # each timed call also waits for its flush (~0.07 ms) and spin (~0.1 ms)
+    n = max(10, min(200, int(rep_ms / (estimate_ms + 0.2))))
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+    for start, end in events:
+        torch.amax(buf, dim=0, out=sink)  # the read flush (kbstudy.timing.l2_flusher "read")
+        torch.cuda._sleep(spin_cycles)
+        start.record()
+        kernel_call()
+        end.record()
+    torch.cuda.synchronize()
+    del buf
+    times = sorted(s.elapsed_time(e) for s, e in events)
+    ret = [times[min(n - 1, max(0, int(round(q * (n - 1)))))] for q in (quantiles or (0.5,))]
+    return ret[0] if len(ret) == 1 else ret
 
 
 #: the autotuner's choice per shape key; the compiled kernel per (kernel, key, keyword arguments, specialisation)
@@ -177,15 +224,30 @@ def _prefetch_l2(ptr, nbytes):
 
 @triton.autotune(configs=_CONFIGS, key=["B", "F", "PREFETCH"], do_bench=_bench)
 @triton.jit
-def _bce_head_kernel(h_ptr, y_ptr, w_ptr, b_ptr, out_ptr, dh_ptr, acc_ptr, count_ptr, B, inv_b,
+def _bce_head_kernel(h_ptr, y_ptr, w_ptr, b_ptr, out_ptr, dh_ptr, count_ptr, B, inv_b,
                      F: tl.constexpr, BLOCK_F: tl.constexpr, CW: tl.constexpr, PREFETCH: tl.constexpr,
-                     BLOCK_S: tl.constexpr, NCOPY: tl.constexpr,
-                     W: tl.constexpr, R: tl.constexpr, PPS: tl.constexpr, PF: tl.constexpr):
+                     BLOCK_S: tl.constexpr, W: tl.constexpr, R: tl.constexpr, PPS: tl.constexpr, PF: tl.constexpr):
     # PPS (programs per SM) only sizes the grid (ModelNew.forward); W is the config's num_warps; F is a constexpr.
     # dh_ptr = out_ptr + 2 + F, passed on its own: the forward places it on a 128-byte boundary, so Triton's
     # specialisation sees it 16-byte aligned and h's loads and dL/dh's stores are both 16-byte vectors.
     p = tl.program_id(0)
     P = tl.num_programs(0)
+    # the arrival counter: program 0 adds MOD - P + 1 once it has zeroed the head, every other program adds 1, so the
+    # launch adds MOD in all; the program that brings it to MOD (the last arrival) sets it back to 0
+    MOD: tl.constexpr = 1 << 20
+    pt = tl.arange(0, 32 * W)  # one element per thread: lane (pt % 32) of warp (pt // 32)
+    zlane = pt == 32 * (W - 1)  # program 0's publishing thread: lane 0 of its last warp (one unit fewer, see below)
+    zold = pt * 0
+    if p == 0:
+        # program 0 zeroes out[0 : F + 2] (loss, dL/dw, dL/db) before anything else, then publishes it: every thread's
+        # zeros precede the barrier, the barrier precedes the release add; every program's additions into the head
+        # follow an acquire that reads this add (or a later one)
+        i = tl.arange(0, BLOCK_S)
+        tl.store(out_ptr + i, tl.zeros([BLOCK_S], dtype=tl.float32), mask=i < F + 2)
+        tl.debug_barrier()
+        zold = tl.atomic_add(count_ptr + pt * 0, tl.where(zlane, MOD - P + 1, 0), mask=zlane, sem="release",
+                             scope="gpu")
+        tl.atomic_xchg(count_ptr + pt * 0, pt * 0, mask=zlane & (zold == P - 1), sem="relaxed", scope="gpu")
     NCH: tl.constexpr = BLOCK_F // CW
     NWG = P * W
     # warp w of program p owns, at iteration k, the unit of R rows k * NWG + w * P + p: R contiguous rows per warp,
@@ -212,7 +274,6 @@ def _bce_head_kernel(h_ptr, y_ptr, w_ptr, b_ptr, out_ptr, dh_ptr, acc_ptr, count
         # unit u (R rows, R F 4 contiguous bytes) of the step is prefetched by one bulk request, issued by the first
         # lane of one warp: elements of a 1-D [32 W] tensor, one per thread in its layout, lane 0 of each warp active
         # (the instruction takes uniform operands, so one active lane per warp keeps it a single issue)
-        pt = tl.arange(0, 32 * W)
         prow = ((pt // 32) * P + p) * R
         plive = (pt % 32) == 0
         # the units of iterations 2 .. PF + 1 into the L2
@@ -226,6 +287,11 @@ def _bce_head_kernel(h_ptr, y_ptr, w_ptr, b_ptr, out_ptr, dh_ptr, acc_ptr, count
     acc = tl.zeros([W, NCH, CW], dtype=tl.float32)
     gsum = tl.zeros([W, R], dtype=tl.float32)
     lsum = tl.zeros([W, R], dtype=tl.float32)
+    # programs other than 0 arrive at iteration kc, after the loads of their last iteration are issued (nothing left
+    # to issue, so the round trip of the acquiring add and its broadcast overlap the loads in flight); program 0's
+    # add (its first instructions) is long done by then, so the check after the loop passes without waiting
+    kc = tl.where(p == 0, -1, n_iter // 2)
+    wait = p < 0  # (False) whether program 0's add had not been read at kc
     for k in range(n_iter):
         h = h_a
         y = y_a
@@ -242,6 +308,11 @@ def _bce_head_kernel(h_ptr, y_ptr, w_ptr, b_ptr, out_ptr, dh_ptr, acc_ptr, count
             pleft = tl.minimum(B - pbase, STEP).to(tl.int32)
             _prefetch_l2(h_ptr + (pbase + prow) * F,
                          tl.where(plive, tl.minimum(tl.maximum(pleft - prow, 0), R) * (F * 4), 0))
+        if k == kc:
+            old = tl.atomic_add(count_ptr, 1, sem="acquire", scope="gpu")
+            wait = (old & (MOD - 1)) < MOD - P + 1
+            if old == MOD - 1:  # the last arrival (program 0's add included): the counter back to 0
+                tl.atomic_xchg(count_ptr, 0, sem="relaxed", scope="gpu")
         x = tl.sum(tl.sum(h * w4, axis=3), axis=2) + bias  # [W, R]: in-thread, then one warp's shuffles
         # one exp per row: e = exp(-|x|) gives both the loss's log(1 + e) and sigmoid(x) (no overflow for x << 0)
         e = tl.exp(-tl.abs(x))
@@ -255,28 +326,27 @@ def _bce_head_kernel(h_ptr, y_ptr, w_ptr, b_ptr, out_ptr, dh_ptr, acc_ptr, count
         gsum += g
         lsum += tl.where(rmask, loss, 0.0)
         base += STEP
-    # this program's dL/dw, dL/db and loss (the only cross-warp step), added into [F + 2] scratch sums in L2
-    # (copy p % NCOPY of the sums: P / NCOPY additions per address)
-    sums = acc_ptr + (p % NCOPY) * (F + 2)
-    tl.atomic_add(sums + col2, tl.sum(acc, axis=0), mask=col2 < F, sem="relaxed", scope="gpu")
+    if (n_iter == 0) & (p != 0):  # (not reached by ModelNew's grids, which give every program a unit)
+        old = tl.atomic_add(count_ptr, 1, sem="acquire", scope="gpu")
+        wait = (old & (MOD - 1)) < MOD - P + 1
+        if old == MOD - 1:
+            tl.atomic_xchg(count_ptr, 0, sem="relaxed", scope="gpu")
+    # program 0 the last arrival (every other program arrived before its add): it sets the counter back to 0
+    # this program's dL/dw, and dL/db and loss as one [2] reduction (the only cross-warp steps)
+    dw = tl.sum(acc, axis=0)
     two = tl.arange(0, 2)
-    gs = tl.sum(tl.sum(gsum, axis=1), axis=0)
-    ls = tl.sum(tl.sum(lsum, axis=1), axis=0) * inv_b
-    tl.atomic_add(sums + F + two, tl.where(two == 0, gs, ls), sem="relaxed", scope="gpu")
-    # every thread's additions precede the counter increment (barrier + release); the last program's exchanges
-    # follow it (acquire): it reads the sums, leaves zeros, writes loss, dL/dw and dL/db and resets the counter
-    tl.debug_barrier()
-    arrived = tl.atomic_add(count_ptr, 1, sem="acq_rel", scope="gpu")
-    if arrived == P - 1:
-        i = tl.arange(0, BLOCK_S)
-        cp = acc_ptr + tl.arange(0, NCOPY)[:, None] * (F + 2) + i[None, :]
-        cmask = (i < F + 2)[None, :]
-        # read the copies at L2 (an atomic add of zero returns them), zero them for the next call, add them up
-        v = tl.atomic_add(cp, tl.zeros([NCOPY, BLOCK_S], dtype=tl.float32), mask=cmask, sem="relaxed", scope="gpu")
-        tl.store(cp, tl.zeros([NCOPY, BLOCK_S], dtype=tl.float32), mask=cmask)
-        # sums [dL/dw, dL/db, loss] -> out [loss, dL/dw, dL/db]
-        tl.store(out_ptr + tl.where(i == F + 1, 0, i + 1), tl.sum(tl.where(cmask, v, 0.0), axis=0), mask=i < F + 2)
-        tl.atomic_xchg(count_ptr, 0, sem="relaxed", scope="gpu")
+    gl = tl.where(two[None, :] == 0, tl.sum(gsum, axis=1)[:, None], tl.sum(lsum, axis=1)[:, None] * inv_b)
+    gl = tl.sum(gl, axis=0)  # [dL/db, loss] partials
+    # program 0's zeros published? (the add at kc read MOD - P + 1 or more; else wait for it: only when program 0
+    # started late, e.g. a grid larger than one wave or a program with one iteration)
+    while wait:
+        cur = tl.atomic_add(count_ptr, 0, sem="acquire", scope="gpu")
+        # this program has arrived, so the counter is 1 .. MOD - 1 until program 0's add, or 0 once the last
+        # arrival has reset it (after program 0's add)
+        wait = (cur > 0) & (cur < MOD - P + 1)
+    # add into the output's head: dL/dw at out[1 : F + 1], dL/db at out[F + 1], loss at out[0]
+    tl.atomic_add(out_ptr + 1 + col2, dw, mask=col2 < F, sem="relaxed", scope="gpu")
+    tl.atomic_add(out_ptr + tl.where(two == 0, F + 1, 0), gl, sem="relaxed", scope="gpu")
 
 
 #: per device index: whether it has ``cp.async.bulk.prefetch.L2`` (sm_90 and later; never under the interpreter)
@@ -298,8 +368,6 @@ class ModelNew(nn.Module):
 
     #: programs per SM; None: the autotuned config's (a number here overrides it, as the edge tests do)
     PROGRAMS_PER_SM = None
-    #: copies of the [F + 2] sums (program p adds into copy p % NCOPY; the last program adds them up)
-    NCOPY = 8
     #: dL/dh (element 2 + F of the output) starts on a multiple of this many bytes
     DH_ALIGN = 128
 
@@ -309,14 +377,13 @@ class ModelNew(nn.Module):
         self._scratch = {}
 
     def _scratch_for(self, device, width: int):
-        """(counter, sums, SMs) for ``device``: an int32 arrival counter and fp32 [NCOPY, width] sums (dL/dw, dL/db,
-        loss), zero between calls (the last program of every call reads them and leaves zeros); allocated once."""
+        """(counter, SMs) for ``device``: the kernel's int32 arrival counter, zero between calls (the last program to
+        arrive in every call sets it back to 0); allocated once."""
         key = (str(device), width)
         entry = self._scratch.get(key)
         if entry is None:
             sms = torch.cuda.get_device_properties(device).multi_processor_count if device.type == "cuda" else 2
-            entry = (torch.zeros(1, dtype=torch.int32, device=device),
-                     torch.zeros(self.NCOPY, width, dtype=torch.float32, device=device), sms)
+            entry = (torch.zeros(1, dtype=torch.int32, device=device), sms)
             self._scratch[key] = entry
         return entry
 
@@ -332,7 +399,7 @@ class ModelNew(nn.Module):
         buf = torch.empty(n + self.DH_ALIGN // esize, device=h.device, dtype=h.dtype)
         pad = ((-(buf.data_ptr() + (2 + feat) * esize)) % self.DH_ALIGN) // esize
         out = buf[pad:pad + n]
-        counter, sums, sms = self._scratch_for(h.device, feat + 2)
+        counter, sms = self._scratch_for(h.device, feat + 2)
         pps = self.PROGRAMS_PER_SM
         prefetch = (_bulk_prefetch(h.device) and feat % 4 == 0 and h.data_ptr() % 16 == 0
                     and h.dtype == torch.float32)
@@ -343,7 +410,7 @@ class ModelNew(nn.Module):
 
         key = (batch, feat, prefetch, h.dtype, h.device)
         block_f = triton.next_power_of_2(feat)
-        _launch(_bce_head_kernel, key, grid, h, labels.contiguous(), w, b, out, out[2 + feat:], sums, counter, batch,
+        _launch(_bce_head_kernel, key, grid, h, labels.contiguous(), w, b, out, out[2 + feat:], counter, batch,
                 1.0 / batch, F=feat, BLOCK_F=block_f, CW=min(128, block_f), PREFETCH=prefetch,
-                BLOCK_S=triton.next_power_of_2(feat + 2), NCOPY=self.NCOPY)
+                BLOCK_S=triton.next_power_of_2(feat + 2))
         return out
