@@ -677,6 +677,8 @@ def _time_candidate(child: Child, ref: _Reference, cfg: EvalConfig, device: str,
         fields["timing_discrepancy"] = timing.timing_discrepancy(statistics.median(reply["samples"]),
                                                                  reply["host_ms"])
         fields["metadata"]["host_check_calls"] = reply["host_calls"]
+    if reply.get("autotuned"):
+        fields["metadata"]["autotuned"] = reply["autotuned"]
     if reply.get("device_samples"):
         fields.update(device_time_fields(reply["device_samples"]))
         fields["metadata"]["device_time"] = {"calls": len(reply["device_samples"]),

@@ -319,6 +319,50 @@ def process_main(conn, warm_device: str | None = None) -> None:
 BUILD_NICENESS = 10
 
 
+def _json_scalar(value):
+    """``value`` if JSON has it (bool, int, float, str, None), else its ``str``."""
+    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
+
+
+def autotuned_configs(module) -> dict:
+    """What the Triton autotuners defined at the top level of a candidate's ``module`` chose, after its calls:
+    ``{name: {"configs": n, "chosen": {key: config}, "timings_ms": {config: ms}}}``, where ``key`` is the autotuner's
+    cache key as a string (its ``key`` arguments' values and the tensors' dtypes), ``config`` a config's keyword
+    arguments with ``num_warps``, ``num_stages`` (``Config.all_kwargs``), and ``timings_ms`` the benchmark of each
+    config for the last key tuned (``Autotuner.configs_timings``: the candidate's own ``do_bench`` result, a median
+    or a list of quantiles, in ms). An autotuner with one config (e.g. under ``TRITON_INTERPRET=1``) never benchmarks
+    and reports ``best_config`` as its one choice. ``{}`` without Triton or autotuners. Read from attributes of
+    ``triton.runtime.autotuner.Autotuner`` (Triton 3.x); never raises: a candidate's chosen configs are evidence
+    beside its record (why one run's kernel took another config than the last), not part of any verdict."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except Exception:  # noqa: BLE001 - no Triton here: nothing was autotuned through it
+        return {}
+
+    def kwargs_of(config) -> dict:
+        try:
+            return {str(k): _json_scalar(v) for k, v in config.all_kwargs().items()}
+        except Exception:  # noqa: BLE001 - another Triton's Config
+            return {"config": str(config)}
+
+    found = {}
+    for name, value in sorted(vars(module).items()):
+        if not isinstance(value, Autotuner):
+            continue
+        try:
+            chosen = {str(key): kwargs_of(config) for key, config in dict(getattr(value, "cache", {}) or {}).items()}
+            best = getattr(value, "best_config", None)
+            if not chosen and best is not None:
+                chosen = {"(one config)": kwargs_of(best)}
+            timings = getattr(value, "configs_timings", None) or {}
+            found[name] = {"configs": len(getattr(value, "configs", []) or []), "chosen": chosen,
+                           "timings_ms": {str(c): ([float(x) for x in t] if isinstance(t, (list, tuple))
+                                                   else float(t)) for c, t in timings.items()}}
+        except Exception as exc:  # noqa: BLE001
+            found[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+    return found
+
+
 def _load_candidate(job: dict):
     """``(module, stale build locks removed)``: the candidate's source run as module ``kbstudy_candidate``, inside
     ``execution.extensions_lock`` (a build killed earlier may have left torch's lock file, which would be waited on
@@ -393,6 +437,7 @@ class CandidateWorker:
             if not hasattr(module, "ModelNew"):
                 raise AttributeError("the candidate source defines no ModelNew")
             self.model_cls = module.ModelNew
+            self.module = module
         except BaseException as exc:  # noqa: BLE001
             self.fail(exc, "load")
             return
@@ -603,7 +648,8 @@ class CandidateWorker:
                         "pool_size": result.pool_size, "device_samples": dev.samples if dev else None,
                         "device_host_overran": dev.host_overran if dev else None,
                         "device_spin_us": dev.spin_us if dev else None,
-                        "device_flush": dev.flush if dev else None})
+                        "device_flush": dev.flush if dev else None,
+                        "autotuned": autotuned_configs(self.module)})
         self.conn.send_bytes(payload)
         return True
 
