@@ -515,8 +515,9 @@ def device_time_view(folder: str | Path, model_config: str = MODEL_CONFIG) -> pd
     * ``dram_copy_ms``: the device time of a copy of what the DRAM must move at the problem's size --
       ``sector_copy_ms`` where ``floors.jsonl`` has it (a copy of ``sector_bytes``), else ``copy_ms`` --, and
       ``dram_copy_over_floor``; ``target_below_copy``: that copy alone takes more than :data:`FLOOR_TARGET` x the
-      floor (``None`` without a copy or for a compute-bound problem), i.e. the target asks for a kernel that moves those bytes faster than a plain
-      copy of as many bytes at that size (evidence, not a proof: see ``roofline.copy_at_size``);
+      floor (``None`` without a copy or for a compute-bound problem), i.e. the target asks for a kernel that moves
+      those bytes faster than a plain copy of as many bytes at that size (evidence, not a proof: see
+      ``roofline.copy_at_size``);
     * ``gap_us`` = (per call - device) in microseconds: host time before the first kernel starts, launch latency,
       gaps between launches and host syncs, and the cold-cache cost the device time does not see;
     * ``device_within_target``: ``device_over_floor`` within :data:`FLOOR_TARGET` (``None`` without a device time or

@@ -39,3 +39,20 @@ def test_flush_benchmark_refuses_to_run_without_a_gpu():
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_l2_flush.py"), "--no-kernels"],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode != 0 and "needs a CUDA GPU" in proc.stderr
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU refusal")
+def test_fetch_granularity_benchmark_refuses_to_run_without_a_gpu():
+    """``scripts/bench_l2_fetch_granularity.py`` sets a CUDA device limit and times with events: on a CPU it says so
+    and stops, before anything else."""
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_l2_fetch_granularity.py")],
+                          capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode != 0 and "needs a CUDA GPU" in proc.stderr
+
+
+def test_fetch_granularity_settings():
+    """The limit's enum value (``cudaLimitMaxL2FetchGranularity`` = 0x05 in CUDA's ``enum cudaLimit``) and the
+    settings interleaved: the default first, then 32, 64 and 128 bytes (the values the limit takes)."""
+    from bench_l2_fetch_granularity import LIMIT_L2_FETCH, SETTINGS
+
+    assert LIMIT_L2_FETCH == 5 and SETTINGS == (None, 32, 64, 128)
