@@ -26,15 +26,17 @@
 # and writes the floors to `floors.jsonl` beside `machine.json`; this notebook only reads them. Each problem is
 # evaluated at the precision it is written in: bf16 for 10 and 11, fp32 for the others.
 #
-# **H200 parameters.** `outputs/records/h200-dlrm-s15` (session 15, a single-GPU host, nothing else running during
-# the run): the twelve kernel files of commit `f6887c1`, in which kernels 2, 6 and 12 are new (chosen by device time
-# from the variants of `outputs/records/h200-dlrm-s15-variants` and `-s15-round2`, where they were measured beside
-# session 14's files). Every record holds the device time (L2 flushed clean, the host hidden) by which the target is
-# judged, and the floors the device time of a plain copy of each problem's bytes. `previous_records_dir` is
-# `h200-dlrm-s14` (session 14's run, whose device times followed a write-flush: 2.5-8.4 us higher per call for these
-# kernels, `outputs/records/h200-flush-s15`); `repeat_records_dir` is `h200-dlrm-s15-repeat`, the session's last run on
-# another fresh machine, whose shared files (the shipped kernels 2 and 12) give the band a rerun moves. Each folder's
-# README says how it was made.
+# **H200 parameters.** `outputs/records/h200-dlrm-s16` (session 16, a single-GPU host, nothing else running during
+# the run): the twelve kernel files of commit `a4d968a`, in which kernel 12 is new (session 15's variant `s15-d`, the
+# same kernel as before with its configs ranked in the judged cache state; measured beside session 15's file in
+# `outputs/records/h200-dlrm-s15-p12` and `-s15-repeat`). Every record holds the device time (L2 flushed clean, the
+# host hidden) by which the target is judged, the configs its Triton autotuners chose (`metadata.autotuned`), and the
+# floors the device time of a plain copy of each problem's bytes and, where the DRAM must move more than those bytes
+# (whole 32-byte sectors of unaligned gathered rows: problems 5 and 6), of a copy of that many. `previous_records_dir`
+# is `h200-dlrm-s15` (session 15's run: eleven of the twelve files are the same, so the band of the next-but-one
+# section is wide); `repeat_records_dir` is `h200-dlrm-s16-variants`, the session's variant run on another fresh
+# machine, whose shipped files (problems 2, 5, 6, 9 and 12) give the band a rerun moves. Each folder's README says
+# how it was made.
 #
 # **Preliminary records.** A folder written by the benchmark's former runner (layout `preliminary`, e.g.
 # `outputs/records/h200-dlrm-gpu-run`, kept for comparison) has no verdicts: its
@@ -230,7 +232,12 @@ print("\n".join(f"- {n}" for n in notes))
 # `copy_ms` (GPU runs from session 14 on) is the device time of a plain copy of the problem's compulsory bytes at its
 # size (`kbstudy.dlrm_bench.roofline.copy_at_size`): `copy_over_floor` says how close to the floor the simplest kernel
 # moving those bytes comes at that size, where a launch's start-up and tail are no longer negligible (`copy_flush`: its
-# flush, as `device_flush`).
+# flush, as `device_flush`). From session 16 the floors also count the compulsory traffic in whole 32-byte DRAM
+# sectors (`sector_over_bytes`: above 1 where gathered rows are not whole sectors, problems 5 and 6;
+# `kbstudy.dlrm_bench.roofline.expected_sectors`) and time a copy of that many bytes; `dram_copy_ms` is the copy of
+# what the DRAM must move (the sector copy where there is one, else `copy_ms`), and `target_below_copy` flags a
+# memory-bound problem whose 1.25x target lies below that copy: a kernel within the target there would have to move
+# its bytes faster than a plain copy of as many bytes at that size. The floor itself stays at the bytes.
 
 # %%
 device = device_time_view(project_path(records_dir))
@@ -296,8 +303,8 @@ print("\n".join(f"- {n}" for n in gather_notes(bandwidth, machine)))
 # the two records' per-call samples, as the speedup intervals are computed); a configuration that covers several
 # problems gets one summary sentence first. Where both records hold a device time, the same by device time
 # (`variant_over_ours_device`, its interval from the two records' device-time samples). In the H200 parameters the
-# run has none: session 15's variants were measured in their own runs (`h200-dlrm-s15-variants`, `-s15-round2`,
-# `-s15-p12`, `-s15-repeat`; render with one of them as `records_dir` to see them).
+# run has none: session 16's variants were measured in their own runs (`h200-dlrm-s16-variants`, ...; render with one
+# of them as `records_dir` to see them, or read their READMEs).
 
 # %%
 variant_table = load_variants(project_path(records_dir))
@@ -308,13 +315,13 @@ print("\n".join(f"- {n}" for n in variant_notes(variant_table)))
 
 # %% [markdown]
 # ## Our kernels before and after (an earlier run of the same problems)
-# Given `previous_records_dir` (the H200 parameters: `outputs/records/h200-dlrm-s14`, session 14's run), our kernel's
+# Given `previous_records_dir` (the H200 parameters: `outputs/records/h200-dlrm-s15`, session 15's run), our kernel's
 # median time in each run. `after_over_before` below 1: faster now.
 # Eager is re-timed in each run; `eager_after_over_before` shows how much the baseline itself moved between the two
 # runs. The kernel files both runs hold (same `candidate_sha256`, ours or a variant) moved too: that band is what a
 # difference between runs can owe to the run rather than the kernel, so a changed kernel's difference is evidence only
 # outside it. A variant measured in the same run (previous section) needs no band: same machine state, same eager
-# timing. In the H200 parameters the two runs share the nine unchanged files.
+# timing. In the H200 parameters the two runs share the eleven unchanged files.
 
 # %%
 if previous_records_dir:
@@ -347,10 +354,10 @@ else:
 # files both runs hold, matched by `candidate_sha256` whatever their model configuration), and the band it gives. The
 # launch-bound problems (floor under three launches) tend to move most; each run's launch latency is printed. Here
 # `before` is the other run and `after` this one, whatever their order in time (`after_over_before` = this run / the
-# other). In the H200 parameters the other run is `outputs/records/h200-dlrm-s15-repeat`, the same session's last run
-# on another machine (problems 2 and 12, the shipped files in both). A difference smaller than this band says nothing
-# about a kernel's per-call time, however narrow one run's interval; the device times of the same files agree within
-# 2 % here (36.4 against 36.2 us, 41.1 against 41.9 us; the folder's README). When the other run is the
+# other). In the H200 parameters the other run is `outputs/records/h200-dlrm-s16-variants`, the same session's
+# variant run on another machine (problems 2, 5, 6, 9 and 12, the shipped files in both). A difference smaller than
+# this band says nothing about a kernel's per-call time, however narrow one run's interval; the device times of the
+# same files agree within 2 % here (the table's `kernel_moves_repeat.csv`). When the other run is the
 # folder of `previous_records_dir`, the before/after table and the band's sentences are those of the previous section
 # and are not printed twice.
 
