@@ -13,20 +13,20 @@ fraction is problem 6's), and the same number of rows read *in order* as a contr
 
 **The kernel** (:func:`_read_rows`, :func:`read_rows`). The table is a uint8 buffer of N rows of R bytes (R a multiple
 of 8) back to back from a 256-byte-aligned base (problem 6's ``qweight`` layout); the kernel reads it as int64 words
-with 8-byte loads only (the row length is not specialised, so Triton cannot prove a 16-byte alignment and vectorise
-R = 256 or 512 further: every R is read the way a 136-byte row must be; SASS ``LDG.E.64``), and xors every word it
-loads into one int64 per program, stored at the end (so no load is dead; the stores are a few KB). A lookup's row is
-one *unit* of up to 32 words (256 bytes; a longer row is ``S`` consecutive units, e.g. two for R = 512); a warp reads
-one unit per load instruction, one word per lane (17 of 32 lanes at R = 136). A persistent grid (``PPS`` programs per
-SM, all resident) walks the units in order, ``ROWS`` units per program per step, program ``p`` taking steps ``p, p +
-P, ...``. Each program keeps two steps of rows in flight in registers: the loop takes two steps per iteration and
-issues step k + 1's loads before it consumes step k's and step k + 2's before step k + 1's, each into the registers
-just consumed (no register moves at the loop's end, which would wait for loads still in flight: checked in the SASS),
-with the row ids loaded two steps ahead. Configs with ``PF = 2`` also ``prefetch.global.L2`` the words of steps k + 3
-and k + 4 (two steps before their register loads; SASS ``CCTL.E.PF2``, one instruction per unit and warp like the
-load, no register): more rows in flight than the registers hold, at ~1.8x the instructions per row.
-``triton.autotune`` ranks :data:`_CONFIGS` per (R, lookups, pattern) in the state the project judges a kernel in
-(:func:`_bench`: L2 flushed by a read, host hidden behind a spin, as ``kbstudy.timing.time_device``; the method of
+with 8-byte loads only (the row length is not specialised, so Triton cannot prove a 16-byte alignment and vectorise R =
+256 or 512 further: every R is read the way a 136-byte row must be; SASS ``LDG.E.64``), and xors every word it loads
+into one int64 per program, stored at the end (so no load is dead; the stores are at most 17 KB). A lookup's row is one
+*unit* of up to 32 words (256 bytes; a longer row is ``S`` consecutive units, e.g. two for R = 512); a warp reads one
+unit per load instruction, one word per lane (17 of 32 lanes at R = 136). A persistent grid (``PPS`` programs per SM,
+all resident) walks the units in order, ``ROWS`` units per program per step, program ``p`` taking steps ``p, p + P,
+...``. Each program keeps two steps of rows in flight in registers: the loop takes two steps per iteration and issues
+step k + 1's loads before it consumes step k's and step k + 2's before step k + 1's, each into the registers just
+consumed (no register moves at the loop's end, which would wait for loads still in flight: checked in the SASS), with
+the row ids loaded two steps ahead. Configs with ``PF = 2`` also ``prefetch.global.L2`` the words of steps k + 3 and k +
+4 (two steps before their register loads; SASS ``CCTL.E.PF2``, one instruction per unit and warp like the load, no
+register): more rows in flight than the registers hold, at ~1.8x the instructions per row. ``triton.autotune`` ranks
+:data:`_CONFIGS` per (R, lookups, pattern) in the state the project judges a kernel in (:func:`_bench`: L2 flushed by a
+read, host hidden behind a spin, as ``kbstudy.timing.time_device``; the method of
 ``kbstudy/dlrm_bench/kernels/level_5_problem_12_sample_0_kernel.py``); every config's median is printed and kept.
 
 **What is timed.** Per R and pattern (``random``: the problems' ``torch.randint`` lookups, a fixed seed on the GPU;
@@ -35,14 +35,15 @@ time: L2 flushed by a read before each call, a 2 ms spin hides the host, CUDA ev
 programs' xors combine to the xor of every gathered word (torch). Reported per row: median, first and third quartile
 (us); distinct rows (``kbstudy.dlrm_bench.roofline.expected_unique``; and the count in the lookups drawn) and their
 bytes (*touched bytes*, what a floor charges: distinct rows x R); *sector bytes*, the 32-byte DRAM sectors those rows
-span (``expected_sectors`` x 32: 160 bytes per 136-byte row, 5 / 4.25 of its bytes; R bytes for R a multiple of 32);
+span (``expected_sectors`` x 32: about 160 bytes per 136-byte row, 1.18x its bytes; R bytes for R a multiple of 32);
 *requested bytes* (every lookup's row, repeats included: what the kernel loads); achieved GB/s (10^9 bytes/s) of each
 (bytes / median). Rows only: the kernel also reads the 8-byte indices (6.6 MB at 819,200 lookups, ``index_bytes``,
 not in the GB/s). For comparison, the H200's 4 GiB copy moves ~4.27 TB/s (reads + writes).
 
 GPU only (a CUDA GPU; on a CPU the script says so and stops; the kernel itself runs under ``TRITON_INTERPRET=1`` on
 CPU tensors, which ``tests/dlrm_bench/test_random_rows_bench.py`` does). About 30-60 s on an H200 with a cold Triton
-cache (10 compilations, the configs' ranking, tables of up to 2 GB)::
+cache (12 compilations: 6 configs x rows of one unit or two; the configs' ranking; tables of up to 2 GB). Other row
+sizes: ``--row-bytes 136,200`` (multiples of 8); the sequential control needs ``--lookups`` <= ``--rows``::
 
     python3 scripts/bench_random_rows.py --out $OUT/random_rows.csv
 """
@@ -50,18 +51,17 @@ cache (10 compilations, the configs' ranking, tables of up to 2 GB)::
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: the repository's kbstudy
+import torch
+import triton
+import triton.language as tl
+import triton.testing
 
-import torch  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
-import triton.testing  # noqa: E402
-
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: the repository's kbstudy (imported
+# where used)
 _INTERPRET = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 #: problem 6's lookups (8192 bags x 100) and table rows; the default row sizes (136: problem 6, 512: problem 1)
@@ -85,6 +85,7 @@ COLUMNS = ("row_bytes", "pattern", "lookups", "table_rows", "table_bytes", "dist
 #: the main loop's SASS instructions per unit and warp at S = 1:
 #:
 #: | config                | maxnreg | registers | warps/SM | instructions/unit |
+#: | --- | --- | --- | --- | --- |
 #: | rows16_w4_pps8_pf0    | 64      | 56 / 56   | 32       | 13.4              |
 #: | rows16_w4_pps8_pf2    | 64      | 56 / 64   | 32       | 24.1              |
 #: | rows32_w4_pps4_pf0    | 128     | 91 / 96   | 16       | 12.9              |
@@ -246,7 +247,7 @@ def _read_rows(table_ptr, idx_ptr, out_ptr, n, row_words, tag,
         uc = ub + STEP
         if PF > 0:
             # steps k + 1 + PF and k + 2 + PF into the L2 (their register loads come PF steps later), and the
-            # indices of the next iteration's
+            # indices of the next iteration's prefetches
             _prefetch_rows(table_ptr, qa, ub + PF * STEP, n, row_words, col, S, CW, OFF64)
             _prefetch_rows(table_ptr, qb, uc + PF * STEP, n, row_words, col, S, CW, OFF64)
             qa = _load_idx(idx_ptr, ub + (2 + PF) * STEP, n, S)
@@ -429,9 +430,10 @@ def measure(table: torch.Tensor, r: int, patterns: dict, *, out: torch.Tensor, s
     rows = []
     for pattern, idx in patterns.items():
         n = idx.numel()
+        tag = PATTERNS.index(pattern)
 
-        def call():
-            return read_rows(table, idx, r, tag=PATTERNS.index(pattern), out=out, sms=sms)
+        def call(idx=idx, tag=tag):
+            return read_rows(table, idx, r, tag=tag, out=out, sms=sms)
 
         got = xor_reduce(call())  # the first call for this (R, lookups, pattern) ranks the configs
         cfg = chosen_config()

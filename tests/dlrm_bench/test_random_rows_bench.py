@@ -130,8 +130,8 @@ def test_interpreted_kernel_matches_torch(interpreted):
 
 
 def test_measurement_bookkeeping(interpreted):
-    """The CSV row of each (R, pattern) from the stand-in timer (1..5 us: median 3, quartiles 2 and 4) and the roofline's
-    expectations: distinct rows E[U], sectors (five 32-byte sectors per 136-byte row, rows back to back), rates."""
+    """The CSV row of each (R, pattern) from the stand-in timer (1..5 us: median 3, quartiles 2 and 4) and the
+    roofline's expectations: distinct rows E[U], sectors (five 32-byte sectors per 136-byte row), rates."""
     from kbstudy.dlrm_bench.roofline import expected_sectors, expected_unique
 
     meas = {(m["row_bytes"], m["pattern"]): m for m in interpreted["measure"]}
@@ -167,7 +167,7 @@ def test_unit_shape_and_sectors():
 def test_configs_fit_the_register_file():
     """Every GPU config keeps its programs resident: maxnreg x 32 lanes x warps x programs per SM <= 65536 registers,
     and a step covers every warp (ROWS >= num_warps, so no unit is loaded twice by replicated lanes)."""
-    from bench_random_rows import _CONFIGS, MAX_PPS, _INTERPRET
+    from bench_random_rows import _CONFIGS, _INTERPRET, MAX_PPS
 
     if _INTERPRET:
         pytest.skip("the interpreter's one config")
