@@ -478,6 +478,39 @@ def p5_prefix_probe(epoch, marked):
 
 rows.append({"case": "p5 scan prefix probe", "pid": 5, "unpublished": UNPUB5,
              "runs": [p5_prefix_probe(e, m) for e, m in [(1, False), (1, True), (2, True)]]})
+# 5: the scan's claim protocol (a look-back that gives up on block t ORs CLAIM, bit 31, into t's status word before it
+# recounts t's rows from ``last``; t publishes with an OR, so an earlier claim stays, and discards its lines of ``last``
+# from the L2 only if its word has no claim: a recount never reads a discarded line). Hand-made status words: published,
+# published and claimed late (the count must be masked), unpublished, unpublished and already claimed; the probe's
+# look-back gives up after 2 spins, so every unpublished word ends claimed and no published count changes. Epochs 1
+# and 2. Own generator (g5 keeps the later cases' inputs)
+CLAIM5 = 1 << 31
+g5c = torch.Generator().manual_seed(55)
+
+
+def p5_claim_probe(epoch):
+    tag = epoch << (JB5 + 1)
+    touched = torch.rand(N5, generator=g5c) < 0.3
+    entry = tag | torch.randint(1, 1 << JB5, (N5,), generator=g5c)
+    last = torch.full((N5 + R5,), tag | 3, dtype=torch.int32)
+    last[:N5] = torch.where(touched, entry, 0).to(torch.int32)
+    cnt = torch.stack([touched[q * R5:(q + 1) * R5].sum() for q in range(NB5)])
+    status = (epoch << 32) | cnt
+    for q in [1, 2, 9, 15]:  # published, then claimed by a late look-back
+        status[q] |= CLAIM5
+    for q in UNPUB5:
+        status[q] = CLAIM5 if q in (5, 19) else 0  # unpublished, some already claimed by another look-back
+    want = torch.cat([torch.zeros(1, dtype=torch.int64), torch.cumsum(cnt, 0)])
+    out = torch.full((NB5 + 1,), -1, dtype=torch.int64)
+    before = status.clone()
+    probe5["_prefix_probe"][(NB5 + 1,)](status, last, out, N5, epoch, JB=JB5, W=W5, NCH=NCH5, WIN=WIN5, MAX_SPIN=2)
+    return {"epoch": epoch, "ok": torch.equal(out, want),
+            "unpublished_claimed": all(int(status[q]) & CLAIM5 and (int(status[q]) >> 32) != epoch for q in UNPUB5),
+            "published_kept": all((int(status[q]) & ~CLAIM5) == (int(before[q]) & ~CLAIM5)
+                                  for q in range(NB5) if q not in UNPUB5)}
+
+
+rows.append({"case": "p5 scan claim probe", "pid": 5, "runs": [p5_claim_probe(1), p5_claim_probe(2)]})
 # (the draws of this file's former problem-5 cases, so that the later problems keep their inputs)
 ri(0, 700, (13, 11)), torch.randn(13, 24, generator=g), torch.randn(700, 24, generator=g), torch.rand(700, generator=g)
 ri(0, 9, (8, 12)), torch.randn(8, 16, generator=g), torch.randn(9, 16, generator=g), torch.rand(9, generator=g)
@@ -690,6 +723,15 @@ def test_p5_scan_prefix_sums_published_counts_and_recounts_unpublished_blocks(ed
         assert run["ok"], run
         assert len(run["want"]) == 22 and all(run["counts"][q] > 0 for q in r["unpublished"]), run  # recounts matter
         assert run["counts"][12] == 0, run  # a published block without touched rows
+
+
+def test_p5_scan_claims_keep_recounted_blocks_and_published_counts(edge_results):
+    """Problem 5's claim protocol on hand-made status words (published, published and claimed late, unpublished,
+    unpublished and already claimed): every prefix exact (a claimed published word's count masked), every unpublished
+    block claimed before it is recounted, no published count changed; at epochs 1 and 2."""
+    runs = edge_results["p5 scan claim probe"]["runs"]
+    assert [run["epoch"] for run in runs] == [1, 2]
+    assert all(run["ok"] and run["unpublished_claimed"] and run["published_kept"] for run in runs), runs
 
 
 def test_p1_empty_bags_store_zero_rows(edge_results):
