@@ -296,17 +296,17 @@ def _code_without_docstrings(source: str) -> str:
 
 def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
     """The committed H200 notebook 4 shows what ``kbstudy.dlrm_bench.report`` computes from the records its params
-    name (session 16's run of the kernels of commit a4d968a, compared with session 15's run and with the session's
-    variant run, which holds the shipped kernels 2, 5, 6, 9 and 12): a stale rendering fails here. The records say
-    which record is which file, that the one new kernel (12) took less device time than session 15's file where both
-    were measured in the same run, and that the device time judged against the floor reproduces."""
+    name (session 16's last run, of the kernels of commit cbec50b, compared with session 15's run and with the
+    session's first full run, which holds eleven of the twelve files): a stale rendering fails here. The records say
+    which record is which file, that the two new kernels (5 and 12) took less device time than the files they replace
+    where both were measured in the same run, and that the device time of one file reproduces between runs."""
     from kbstudy.dlrm_bench import load_dlrm_candidates
     from kbstudy.study import _load_mapping, project_path
 
     params = _load_mapping(REPO / "params" / "04_dlrm_bench.h200.yaml")
-    assert params["records_dir"] == "outputs/records/h200-dlrm-s16"
+    assert params["records_dir"] == "outputs/records/h200-dlrm-s16-final"
     assert params["previous_records_dir"] == "outputs/records/h200-dlrm-s15"
-    assert params["repeat_records_dir"] == "outputs/records/h200-dlrm-s16-variants"
+    assert params["repeat_records_dir"] == "outputs/records/h200-dlrm-s16"
     records_dir, previous_dir, repeat_dir = (project_path(params[k], REPO) for k in (
         "records_dir", "previous_records_dir", "repeat_records_dir"))
     table, machine = dlrm_report.load_run(records_dir)
@@ -336,17 +336,20 @@ def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
                  + dlrm_report.move_notes(dlrm_report.kernel_moves(previous_dir, records_dir))
                  + dlrm_report.move_notes(dlrm_report.kernel_moves(repeat_dir, records_dir))):
         assert note in text
-    assert "memory-bound problems within 1.25x of the floor: 4 EmbeddingBagBackward (1.18x)" in text  # per call
+    assert "memory-bound problems within 1.25x of the floor: 4 EmbeddingBagBackward (1.19x)" in text  # per call
     assert "win rate over eager: 100.0% (12 of 12; paper 41.7%)" in text
-    assert "other run: outputs/records/h200-dlrm-s16-variants" in text
+    assert "other run: outputs/records/h200-dlrm-s16" in text
     assert (table["speedup_significant"] == True).all()  # noqa: E712 - every kernel a significant win over eager
-    # the target, by (clean-L2) device time: six memory-bound kernels within it (12 on the line); a plain copy of the
+    # the target, by (clean-L2) device time: five memory-bound kernels within it (9 and 12 on the line: 12 at 1.256x
+    # here, 1.245x in the repeat run, whose machine measured a 1.5 % lower copy bandwidth); a plain copy of the
     # compulsory bytes is within 1.25x of the floor everywhere but problem 7, and so is a copy of the bytes the DRAM
     # must move in whole sectors (problems 5 and 6 move more than their bytes)
     mem = device[device["bound"] == "memory"]
     assert set(device["device_source"]) == {"cold"} and set(device["device_flush"]) == {"read"}
     assert set(device["copy_flush"]) == {"read"}
-    assert mem.loc[mem["device_within_target"] == True, "problem_id"].tolist() == [1, 3, 4, 8, 9, 12]  # noqa: E712
+    assert mem.loc[mem["device_within_target"] == True, "problem_id"].tolist() == [1, 3, 4, 8, 9]  # noqa: E712
+    on_line = mem.set_index("problem_id").loc[[9, 12], "device_over_floor"]
+    assert ((on_line - dlrm_report.FLOOR_TARGET).abs() < 0.01).all(), on_line
     assert mem.loc[mem["per_call_over_floor"] <= dlrm_report.FLOOR_TARGET, "problem_id"].tolist() == [4]
     assert mem.loc[mem["copy_over_floor"] > dlrm_report.FLOOR_TARGET, "problem_id"].tolist() == [7]
     assert mem.loc[mem["sector_over_bytes"] > 1.0, "problem_id"].tolist() == [5, 6]
@@ -354,13 +357,13 @@ def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
     assert device.loc[device["bound"] == "compute", "target_below_copy"].isna().all()
     floors = pd.read_json(records_dir / "floors.jsonl", lines=True).set_index("problem_id")
     assert floors["sector_copy_ms"].dropna().index.tolist() == [5, 6]
-    # commit a4d968a's code made the run, 61efaeb's the variant run; ours are the shipped files in both
+    # commit cbec50b's code made the run, a4d968a's the repeat; ours are the shipped files (all but 5 in the repeat)
     evaluations = RecordStore(records_dir).evaluations_frame()
     repeated = RecordStore(repeat_dir).evaluations_frame()
-    assert set(evaluations["git_commit"]) == {"a4d968aabe033a5abbcb8cc1e8b46a7d79a84494"}
-    assert set(repeated["git_commit"]) == {"61efaeb297f86b89a51896e05c1cc0617a133725"}
+    assert set(evaluations["git_commit"]) == {"cbec50bc39411c5c94d2983429d9ef80b3ce4fe8"}
+    assert set(repeated["git_commit"]) == {"a4d968aabe033a5abbcb8cc1e8b46a7d79a84494"}
     assert set(evaluations["model_config"]) == {"kbstudy-triton"} and len(evaluations) == 12
-    assert set(repeated["model_config"]) == {"kbstudy-triton", "s16-a", "s16-b"}
+    assert set(repeated["model_config"]) == {"kbstudy-triton"}
     assert evaluations["candidate_device_ms_median"].notna().all()
     # every record names what its Triton autotuners chose (problem 7's kernel has none: one launch shape)
     tuned = evaluations.set_index("problem_id")["metadata"].map(lambda m: sorted(m.get("autotuned") or {}))
@@ -370,25 +373,27 @@ def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
     ours = evaluations.set_index("problem_id")["candidate_sha256"]
     assert all(ours[p] == shipped[p] for p in range(1, 13))
     again = repeated[repeated["model_config"] == "kbstudy-triton"].set_index("problem_id")["candidate_sha256"]
-    assert all(again[p] == shipped[p] for p in (2, 5, 6, 9, 12))
-    # which record is which file: eleven kernels are session 15's shipped files; 12 is the variant s15-d, measured
-    # beside session 15's file in two runs (its device-time interval below 1 in both)
+    assert [p for p in range(1, 13) if again[p] != shipped[p]] == [5]
+    # which record is which file: ten kernels are session 15's shipped files; 12 is the variant s15-d, measured beside
+    # session 15's file in two runs, and 5 the variant s16-c, measured beside session 14's file (the one session 15
+    # shipped); each with its device-time interval below 1 in the same run
     s15 = RecordStore(previous_dir).evaluations_frame()
     s15_ours = s15[s15["model_config"] == "kbstudy-triton"].set_index("problem_id")["candidate_sha256"]
-    assert [p for p in range(1, 13) if ours[p] != s15_ours[p]] == [12]
-    for folder in ("h200-dlrm-s15-p12", "h200-dlrm-s15-repeat"):
+    assert [p for p in range(1, 13) if ours[p] != s15_ours[p]] == [5, 12]
+    for folder, config, problem in (("h200-dlrm-s15-p12", "s15-d", 12), ("h200-dlrm-s15-repeat", "s15-d", 12),
+                                    ("h200-dlrm-s16-round2", "s16-c", 5)):
         variants = dlrm_report.variants(REPO / "outputs" / "records" / folder).set_index(["problem_id", "model_config"])
         runs = RecordStore(REPO / "outputs" / "records" / folder).evaluations_frame().set_index(
             ["problem_id", "model_config"])
-        measured = (REPO / "outputs" / "records" / folder / "candidates" / "s15-d" /
-                    "level_5_problem_12_sample_0_kernel.py").read_text()
-        assert runs.loc[(12, "s15-d"), "candidate_sha256"] == hashlib.sha256(measured.encode()).hexdigest()
+        measured = (REPO / "outputs" / "records" / folder / "candidates" / config /
+                    f"level_5_problem_{problem}_sample_0_kernel.py").read_text()
+        assert runs.loc[(problem, config), "candidate_sha256"] == hashlib.sha256(measured.encode()).hexdigest()
         # the shipped file is the measured one with its module docstring rewritten: the same code
-        assert _code_without_docstrings(measured) == _code_without_docstrings(shipped_source[12])
-        assert runs.loc[(12, "kbstudy-triton"), "candidate_sha256"] == s15_ours[12], folder
-        assert variants.loc[(12, "s15-d"), "variant_over_ours_device_ci_high"] < 1.0, folder
-    # the device time of one file reproduces between runs (within 2 % here): the five shipped kernels both runs hold
+        assert _code_without_docstrings(measured) == _code_without_docstrings(shipped_source[problem])
+        assert runs.loc[(problem, "kbstudy-triton"), "candidate_sha256"] == s15_ours[problem], folder
+        assert variants.loc[(problem, config), "variant_over_ours_device_ci_high"] < 1.0, folder
+    # the device time of one file reproduces between runs (within 5 % here): the eleven kernel files both runs hold
     dev_rep = dlrm_report.device_time_view(repeat_dir).set_index("problem_id")
     dev_new = device.set_index("problem_id")
-    for p in (2, 5, 6, 9, 12):
-        assert dev_rep.loc[p, "device_ms"] == pytest.approx(dev_new.loc[p, "device_ms"], rel=0.02)
+    for p in (1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12):
+        assert dev_rep.loc[p, "device_ms"] == pytest.approx(dev_new.loc[p, "device_ms"], rel=0.05), p
