@@ -25,9 +25,9 @@ consumed (no register moves at the loop's end, which would wait for loads still 
 the row ids loaded two steps ahead. Configs with ``PF = 2`` also ``prefetch.global.L2`` the words of steps k + 3 and k +
 4 (two steps before their register loads; SASS ``CCTL.E.PF2``, one instruction per unit and warp like the load, no
 register): more rows in flight than the registers hold, at ~1.8x the instructions per row. ``triton.autotune`` ranks
-:data:`_CONFIGS` per (R, lookups, pattern) in the state the project judges a kernel in (:func:`_bench`: L2 flushed by a
-read, host hidden behind a spin, as ``kbstudy.timing.time_device``; the method of
-``kbstudy/dlrm_bench/kernels/level_5_problem_12_sample_0_kernel.py``); every config's median is printed and kept.
+:data:`_CONFIGS` per (R, lookups, pattern) in the state the project judges a kernel in (:func:`_bench`:
+``kbstudy.timing.time_device``, L2 flushed by a read, host hidden behind a spin); every config's median is printed and
+kept.
 
 **What is timed.** Per R and pattern (``random``: the problems' ``torch.randint`` lookups, a fixed seed on the GPU;
 ``sequential``: rows 0 .. n - 1), one call of the kernel by ``kbstudy.timing.time_device`` (the project's judged device
@@ -58,7 +58,6 @@ from pathlib import Path
 import torch
 import triton
 import triton.language as tl
-import triton.testing
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: the repository's kbstudy (imported
 # where used)
@@ -108,47 +107,15 @@ if _INTERPRET:
 MAX_PPS = max(c.kwargs["PPS"] for c in _CONFIGS)
 
 
-def _bench(kernel_call, quantiles):
-    """Autotuning benchmark, timed as the project judges a kernel (``kbstudy.timing.time_device``): before each timed
-    call the L2 is flushed by *reading* a 256 MiB buffer (it is left holding clean lines), then a spin kernel keeps the
-    device busy while the host launches the call; CUDA events around the call. The method of DLRM-Bench kernel 12's
-    ``_bench`` (``kbstudy/dlrm_bench/kernels/level_5_problem_12_sample_0_kernel.py``), copied. Falls back to
-    ``triton.testing.do_bench`` (5 / 25 ms) if this raises."""
-    try:
-        return _bench_read_flush(kernel_call, quantiles)
-    except Exception:
-        return triton.testing.do_bench(kernel_call, warmup=5, rep=25, quantiles=quantiles)
+def _bench(kernel_call, quantiles=None):
+    """Autotuning benchmark, timed as the project judges a kernel: :func:`kbstudy.timing.time_device` (before each of
+    20 calls the L2 flushed by *reading* a buffer twice its size, the host hidden behind a spin kernel, CUDA events;
+    two warm-up calls). Returns the quantiles asked (in that order; a number for one) of the calls, in ms, as
+    ``triton.testing.do_bench`` does."""
+    from kbstudy.timing import time_device
 
-
-def _bench_read_flush(kernel_call, quantiles, warmup_ms=5.0, rep_ms=25.0, spin_cycles=200_000):
-    """:func:`_bench`'s method: the quantiles (in the order asked; a number for one) of the timed calls, in ms."""
-    device = torch.cuda.current_device()
-    l2 = getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0
-    buf = torch.zeros(max(256 << 20, 2 * l2) // 8, dtype=torch.int64, device="cuda")
-    sink = torch.empty((), dtype=torch.int64, device="cuda")
-    kernel_call()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        kernel_call()
-    end.record()
-    torch.cuda.synchronize()
-    estimate_ms = max(start.elapsed_time(end) / 5, 1e-3)
-    for _ in range(max(1, int(warmup_ms / estimate_ms))):
-        kernel_call()
-    # each timed call also waits for its flush (~0.07 ms) and spin (~0.1 ms)
-    n = max(10, min(200, int(rep_ms / (estimate_ms + 0.2))))
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
-    for start, end in events:
-        torch.amax(buf, dim=0, out=sink)  # the read flush (kbstudy.timing.l2_flusher "read")
-        torch.cuda._sleep(spin_cycles)
-        start.record()
-        kernel_call()
-        end.record()
-    torch.cuda.synchronize()
-    del buf
-    times = sorted(s.elapsed_time(e) for s, e in events)
+    times = sorted(time_device(kernel_call, device="cuda", reps=20).samples)
+    n = len(times)
     ret = [times[min(n - 1, max(0, int(round(q * (n - 1)))))] for q in (quantiles or (0.5,))]
     return ret[0] if len(ret) == 1 else ret
 
