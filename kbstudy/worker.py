@@ -53,6 +53,7 @@ the sentinel into every floating tensor the candidate allocates through the disp
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -324,13 +325,20 @@ def _json_scalar(value):
     return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
+def _finite_ms(value) -> float | None:
+    """A benchmark time in ms, or ``None`` for a config that failed (Triton records ``inf``): JSON has no infinity."""
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
 def autotuned_configs(module) -> dict:
     """What the Triton autotuners defined at the top level of a candidate's ``module`` chose, after its calls:
     ``{name: {"configs": n, "chosen": {key: config}, "timings_ms": {config: ms}}}``, where ``key`` is the autotuner's
     cache key as a string (its ``key`` arguments' values and the tensors' dtypes), ``config`` a config's keyword
     arguments with ``num_warps``, ``num_stages`` (``Config.all_kwargs``), and ``timings_ms`` the benchmark of each
     config for the last key tuned (``Autotuner.configs_timings``: the candidate's own ``do_bench`` result, a median
-    or a list of quantiles, in ms). An autotuner with one config (e.g. under ``TRITON_INTERPRET=1``) never benchmarks
+    or a list of quantiles, in ms; ``None`` for a config that failed). Autotuners under other wrappers (e.g.
+    ``triton.heuristics``, which keeps what it wraps as ``.fn``) are found too. An autotuner with one config (e.g. under ``TRITON_INTERPRET=1``) never benchmarks
     and reports ``best_config`` as its one choice. ``{}`` without Triton or autotuners. Read from attributes of
     ``triton.runtime.autotuner.Autotuner`` (Triton 3.x); never raises: a candidate's chosen configs are evidence
     beside its record (why one run's kernel took another config than the last), not part of any verdict."""
@@ -347,6 +355,10 @@ def autotuned_configs(module) -> dict:
 
     found = {}
     for name, value in sorted(vars(module).items()):
+        for _ in range(4):  # an autotuner under other wrappers (e.g. triton.heuristics), which keep it as .fn
+            if isinstance(value, Autotuner) or not hasattr(value, "fn"):
+                break
+            value = value.fn
         if not isinstance(value, Autotuner):
             continue
         try:
@@ -356,8 +368,8 @@ def autotuned_configs(module) -> dict:
                 chosen = {"(one config)": kwargs_of(best)}
             timings = getattr(value, "configs_timings", None) or {}
             found[name] = {"configs": len(getattr(value, "configs", []) or []), "chosen": chosen,
-                           "timings_ms": {str(c): ([float(x) for x in t] if isinstance(t, (list, tuple))
-                                                   else float(t)) for c, t in timings.items()}}
+                           "timings_ms": {str(c): ([_finite_ms(x) for x in t] if isinstance(t, (list, tuple))
+                                                   else _finite_ms(t)) for c, t in timings.items()}}
         except Exception as exc:  # noqa: BLE001
             found[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     return found

@@ -4,8 +4,9 @@
 The floors count compulsory bytes, ``kbstudy.dlrm_bench.roofline``'s ``sector_bytes`` the same traffic in whole
 32-byte sectors. But the L2 may fetch more than the sectors a request touches: CUDA's ``cudaLimitMaxL2FetchGranularity``
 (0-128 bytes, "a hint", CUDA Runtime API, ``cudaDeviceSetLimit``) bounds how much it fetches from DRAM per miss. If the
-default is 64 bytes, each of problem 6's 136-byte int8 rows (five 32-byte sectors) costs three or four 64-byte fetches
-(192-256 bytes), and no kernel can approach the sector count. This script reads the default, then times kernels with
+default is 64 bytes, each of problem 6's 136-byte int8 rows (five 32-byte sectors; 8-byte aligned, so it starts at most
+56 bytes into a 64-byte block and always spans three) costs three 64-byte fetches (192 bytes), and no kernel can
+approach the sector count. This script reads the default, then times kernels with
 the limit set to each of 32, 64 and 128 bytes and left at the default, interleaved call by call; each call timed as the
 device time is (``kbstudy.timing.device_timed_call`` after ``l2_flusher(device, "read")``: a clean, cold L2, the host
 hidden behind a spin kernel, CUDA events). Workloads: the shipped kernels of problems 1 (512-byte rows, whole sectors:
@@ -108,7 +109,7 @@ def main() -> None:
             fn()
         torch.cuda.synchronize(device)
         samples = {s: [] for s in SETTINGS}
-        overran = 0
+        overran = {s: 0 for s in SETTINGS}  # per setting: calls whose host work outlasted the spin
         for _ in range(args.reps):
             for setting in SETTINGS:
                 torch.cuda.synchronize(device)
@@ -116,15 +117,15 @@ def main() -> None:
                 flush()
                 ms, _, host_ms = device_timed_call(fn, device=device, stream=stream, flush=None, spin_cycles=cycles)
                 samples[setting].append(ms * 1e3)
-                overran += host_ms * 1e3 > args.spin_us
+                overran[setting] += host_ms * 1e3 > args.spin_us
         torch.cuda.synchronize(device)
         set_limit(rt, default)
         for setting in SETTINGS:
             rows.append((kind, label, float(nbytes), "default" if setting is None else str(setting),
-                         *quartile_row(samples[setting]), args.reps, overran))
+                         *quartile_row(samples[setting]), args.reps, overran[setting]))
         print(f"{kind:>6} {label:>8} {nbytes / 1e6:8.1f} MB " + " ".join(
             f"{'default' if s is None else s}={statistics.median(samples[s]):.1f}" for s in SETTINGS)
-            + f" overran={overran}", flush=True)
+            + f" overran={sum(overran.values())}", flush=True)
 
     ids = [int(x) for x in args.problems.split(",") if x.strip()]
     (p6,) = load_dlrm_problems(1.0, [6])

@@ -35,7 +35,8 @@ time: L2 flushed by a read before each call, a 2 ms spin hides the host, CUDA ev
 programs' xors combine to the xor of every gathered word (torch). Reported per row: median, first and third quartile
 (us); distinct rows (``kbstudy.dlrm_bench.roofline.expected_unique``; and the count in the lookups drawn) and their
 bytes (*touched bytes*, what a floor charges: distinct rows x R); *sector bytes*, the 32-byte DRAM sectors those rows
-span (``expected_sectors`` x 32: about 160 bytes per 136-byte row, 1.18x its bytes; R bytes for R a multiple of 32);
+span (``expected_sectors`` x 32: 155.6 bytes per distinct 136-byte row at these lookups, 1.144x its bytes, adjacent
+drawn rows sharing sectors; R bytes for R a multiple of 32);
 *requested bytes* (every lookup's row, repeats included: what the kernel loads); achieved GB/s (10^9 bytes/s) of each
 (bytes / median). Rows only: the kernel also reads the 8-byte indices (6.6 MB at 819,200 lookups, ``index_bytes``,
 not in the GB/s). For comparison, the H200's 4 GiB copy moves ~4.27 TB/s (reads + writes).

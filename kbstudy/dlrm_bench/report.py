@@ -617,12 +617,14 @@ def device_notes(view: pd.DataFrame, machine: dict) -> list[str]:
                      + ", ".join(f"{r.problem_id} {r.device_over_copy:.2f}x" for r in copies.itertuples()))
     sectors = mem[mem["sector_over_bytes"] > 1.0 + 1e-6] if len(mem) else mem
     if len(sectors):
-        notes.append("counted in whole 32-byte DRAM sectors, the compulsory traffic is "
-                     + ", ".join(f"{r.sector_over_bytes:.3f}x the floor's bytes on {r.problem_id}"
-                                 for r in sectors.itertuples())
-                     + " (unaligned gathered rows); a copy of that many bytes at size takes "
-                     + ", ".join(f"{r.dram_copy_over_floor:.2f}x the floor on {r.problem_id}"
-                                 for r in sectors.itertuples() if r.dram_copy_over_floor == r.dram_copy_over_floor))
+        note = ("counted in whole 32-byte DRAM sectors, the compulsory traffic is "
+                + ", ".join(f"{r.sector_over_bytes:.3f}x the floor's bytes on {r.problem_id}"
+                            for r in sectors.itertuples()) + " (unaligned gathered rows)")
+        copied = [r for r in sectors.itertuples() if r.dram_copy_over_floor == r.dram_copy_over_floor]
+        if copied:  # (a CPU run times no copies)
+            note += "; a copy of that many bytes at size takes " + ", ".join(
+                f"{r.dram_copy_over_floor:.2f}x the floor on {r.problem_id}" for r in copied)
+        notes.append(note)
     below = mem[mem["target_below_copy"] == True] if len(mem) else mem  # noqa: E712
     if len(below):
         notes.append(f"the {FLOOR_TARGET}x target is below a plain copy of what the DRAM must move, at the problem's "

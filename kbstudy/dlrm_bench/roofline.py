@@ -128,20 +128,29 @@ def expected_unique(n_rows: int, draws: int) -> float:
 def expected_sectors(n_rows: int, row_bytes: int, draws: int, sector: int = SECTOR_BYTES) -> float:
     """Expected number of distinct ``sector``-byte sectors touched by ``draws`` uniform draws (with replacement) of rows
     of ``row_bytes`` bytes from a table of ``n_rows`` rows stored back to back from a sector-aligned base (row ``r`` at
-    byte ``r * row_bytes``). A sector overlapped by ``k`` rows is untouched with probability ``(1 - k / N)^n``; the
-    rows repeat their sector pattern every ``sector / gcd(row_bytes, sector)`` rows, and the count is that pattern's
-    expectation scaled to ``n_rows`` (exact when the pattern divides ``n_rows``). For rows of a whole number of sectors
-    it is ``expected_unique(N, n) * row_bytes / sector``. Raises ``ValueError`` for ``n_rows < 1``, ``row_bytes < 1``
-    or ``draws < 0``."""
+    byte ``r * row_bytes``). A sector overlapped by ``k`` rows is untouched with probability ``(1 - k / N)^n``, so the
+    expectation is the sum over the table's sectors of ``1 - (1 - k / N)^n``. The rows repeat their sector pattern every
+    ``sector / gcd(row_bytes, sector)`` rows (a pattern ends on a sector boundary); the sum takes the whole patterns
+    once, times their number, plus the sectors of a last, partial pattern: exact for every ``N``. For rows of a whole
+    number of sectors it is ``expected_unique(N, n) * row_bytes / sector``. Raises ``ValueError`` for ``n_rows < 1``,
+    ``row_bytes < 1`` or ``draws < 0``."""
     if n_rows < 1 or row_bytes < 1 or draws < 0:
         raise ValueError(f"need n_rows >= 1, row_bytes >= 1 and draws >= 0, got {n_rows}, {row_bytes}, {draws}")
+    if draws == 0:
+        return 0.0
+
+    def touched(rows: int) -> float:
+        """The expected touched sectors among those of rows 0 .. rows - 1 (a pattern's start)."""
+        total = 0.0
+        for s in range(-(-rows * row_bytes // sector)):
+            lo, hi = s * sector, (s + 1) * sector
+            k = sum(1 for r in range(rows) if r * row_bytes < hi and (r + 1) * row_bytes > lo)  # rows overlapping it
+            total += 1.0 if k >= n_rows else -math.expm1(draws * math.log1p(-k / n_rows))
+        return total
+
     period = sector // math.gcd(row_bytes, sector)  # rows per repetition of the sector pattern
-    total = 0.0
-    for s in range(row_bytes * period // sector):
-        lo, hi = s * sector, (s + 1) * sector
-        k = sum(1 for r in range(period) if r * row_bytes < hi and (r + 1) * row_bytes > lo)  # rows overlapping it
-        total += 1.0 if k >= n_rows else -math.expm1(draws * math.log1p(-k / n_rows))
-    return total * n_rows / period
+    whole, rest = divmod(n_rows, period)
+    return (whole * touched(period) if whole else 0.0) + (touched(rest) if rest else 0.0)
 
 
 def compulsory_work(problem_id: int, consts: dict, inputs: Sequence | None = None) -> Work:

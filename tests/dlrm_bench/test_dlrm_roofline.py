@@ -40,6 +40,13 @@ def test_expected_sectors_against_hand_counts_and_sampling():
     assert expected_sectors(8, 4, 1) == pytest.approx(1.0)
     with pytest.raises(ValueError):
         expected_sectors(10, 0, 5)
+    # exact for any table size, against a sector-by-sector sum (tables shorter than one sector pattern, a partial last
+    # pattern) and zero draws
+    for n_rows, row, draws in [(1, 32, 0), (4, 4, 2), (1, 4, 1), (1, 136, 1), (3, 136, 2), (5, 20, 2), (7, 136, 3),
+                               (9, 4, 5), (13, 24, 40)]:
+        by_sector = sum(1 - (1 - sum(1 for r in range(n_rows) if r * row < (q + 1) * 32 and (r + 1) * row > q * 32)
+                             / n_rows) ** draws for q in range(-(-n_rows * row // 32)))
+        assert expected_sectors(n_rows, row, draws) == pytest.approx(by_sector, abs=1e-9), (n_rows, row, draws)
     torch.manual_seed(1)
     n, row, draws = 4000, 136, 1500
     observed = []
@@ -65,14 +72,18 @@ def test_sector_bytes_exceed_bytes_only_for_unaligned_gathers():
         ratios[p.problem_id] = row["sector_bytes"] / row["bytes"]
         del inputs
     assert all(ratios[p] == pytest.approx(1.0) for p in (1, 2, 3, 4, 7, 8, 9, 10, 11, 12)), ratios
-    u = expected_unique(4_000_000, 819_200)
+    # closed forms, N = 4M rows and n = 819,200 draws: four 136-byte rows span 17 sectors, 14 inside one row and 3
+    # shared by two (untouched with probability (1 - 2 / N)^n); eight 4-byte state entries share one sector
+    n_rows, n = 4_000_000, 819_200
+    u = expected_unique(n_rows, n)
+    one, two, eight = (-math.expm1(n * math.log1p(-k / n_rows)) for k in (1, 2, 8))
     c6 = _numeric_constants(exec_source(load_dlrm_problems(problem_ids=[6])[0].source, "p6"))
     w6 = compulsory_work(6, c6)
-    assert w6.sector_bytes - w6.bytes == pytest.approx(expected_sectors(4_000_000, 136, 819_200) * 32 - u * 136)
+    assert w6.sector_bytes - w6.bytes == pytest.approx(n_rows / 4 * (14 * one + 3 * two) * 32 - u * 136)
     assert 1.10 < ratios[6] < 1.16  # rows: between 136 and 160 bytes each
     c5 = _numeric_constants(exec_source(load_dlrm_problems(problem_ids=[5])[0].source, "p5"))
     w5 = compulsory_work(5, c5)
-    assert w5.sector_bytes - w5.bytes == pytest.approx(expected_sectors(4_000_000, 4, 819_200) * 32 - u * 4)
+    assert w5.sector_bytes - w5.bytes == pytest.approx(n_rows / 8 * eight * 32 - u * 4)
 
 
 def test_problem1_full_size_bytes():
@@ -177,3 +188,31 @@ def test_copy_at_size_needs_a_gpu():
 
     with pytest.raises(ValueError, match="CUDA"):
         copy_at_size(1 << 20, "cpu")
+
+
+def test_gpu_floors_time_a_sector_copy_only_where_sectors_exceed_bytes(monkeypatch):
+    """``gpu_run.measure_and_floors`` on a GPU times a copy of each problem's compulsory bytes and, where the DRAM
+    sectors exceed them (problems 5 and 6, not 1), a copy of ``sector_bytes`` too, as ``sector_copy_*`` columns
+    (without its flush key). ``copy_at_size`` is replaced by a recorder (no GPU here) that returns the bytes it got."""
+    import dataclasses
+
+    from kbstudy.dlrm_bench import gpu_run, roofline
+
+    asked = []
+
+    def fake_copy(nbytes, device, reps=20):
+        asked.append(nbytes)
+        return {"copy_ms": nbytes / 1e9, "copy_q1_ms": 0.0, "copy_q3_ms": 0.0, "copy_flush": "read"}
+
+    monkeypatch.setattr(roofline, "copy_at_size", fake_copy)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    machine = {**dataclasses.asdict(MACHINE), "device": "cuda"}
+    _, rows = gpu_run.measure_and_floors("cuda", 1 / 64, [1, 5, 6], seed=42, reps=1, machine_dict=machine)
+    by_id = {r["problem_id"]: r for r in rows}
+    assert "sector_copy_ms" not in by_id[1] and by_id[1]["copy_ms"] == by_id[1]["bytes"] / 1e9
+    for p in (5, 6):
+        r = by_id[p]
+        assert r["sector_bytes"] > r["bytes"] and r["sector_copy_ms"] == r["sector_bytes"] / 1e9, r
+        assert r["copy_ms"] == r["bytes"] / 1e9 and "sector_copy_flush" not in r and r["copy_flush"] == "read"
+    assert asked == [by_id[1]["bytes"], by_id[5]["bytes"], by_id[5]["sector_bytes"], by_id[6]["bytes"],
+                     by_id[6]["sector_bytes"]]

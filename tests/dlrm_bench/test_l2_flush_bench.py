@@ -49,10 +49,3 @@ def test_fetch_granularity_benchmark_refuses_to_run_without_a_gpu():
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode != 0 and "needs a CUDA GPU" in proc.stderr
 
-
-def test_fetch_granularity_settings():
-    """The limit's enum value (``cudaLimitMaxL2FetchGranularity`` = 0x05 in CUDA's ``enum cudaLimit``) and the
-    settings interleaved: the default first, then 32, 64 and 128 bytes (the values the limit takes)."""
-    from bench_l2_fetch_granularity import LIMIT_L2_FETCH, SETTINGS
-
-    assert LIMIT_L2_FETCH == 5 and SETTINGS == (None, 32, 64, 128)
