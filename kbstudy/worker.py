@@ -338,8 +338,8 @@ def autotuned_configs(module) -> dict:
     arguments with ``num_warps``, ``num_stages`` (``Config.all_kwargs``), and ``timings_ms`` the benchmark of each
     config for the last key tuned (``Autotuner.configs_timings``: the candidate's own ``do_bench`` result, a median
     or a list of quantiles, in ms; ``None`` for a config that failed). Autotuners under other wrappers (e.g.
-    ``triton.heuristics``, which keeps what it wraps as ``.fn``) are found too. An autotuner with one config (e.g. under ``TRITON_INTERPRET=1``) never benchmarks
-    and reports ``best_config`` as its one choice. ``{}`` without Triton or autotuners. Read from attributes of
+    ``triton.heuristics``, which keeps what it wraps as ``.fn``) are found too. An autotuner with one config (e.g.
+    under ``TRITON_INTERPRET=1``) never benchmarks and reports ``best_config`` as its one choice. ``{}`` without Triton or autotuners. Read from attributes of
     ``triton.runtime.autotuner.Autotuner`` (Triton 3.x); never raises: a candidate's chosen configs are evidence
     beside its record (why one run's kernel took another config than the last), not part of any verdict."""
     try:
