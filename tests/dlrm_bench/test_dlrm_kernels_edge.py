@@ -42,6 +42,7 @@ REPO = Path(__file__).resolve().parents[2]
 _SCRIPT = r"""
 import json, os
 assert os.environ.get("TRITON_INTERPRET") == "1"
+import numpy as np
 import torch
 import triton
 from kbstudy.dlrm_bench import load_dlrm_candidates, load_dlrm_problems, exec_source
@@ -511,6 +512,57 @@ def p5_claim_probe(epoch):
 
 
 rows.append({"case": "p5 scan claim probe", "pid": 5, "runs": [p5_claim_probe(1), p5_claim_probe(2)]})
+# 5: the claim protocol and the discard decision in a whole forward. The scan runs with DISCARD on (GPU-only: forced
+# here) and its ``discard.global.L2`` recorded instead of issued (the interpreter runs no inline asm); blocks of 128
+# rows (one warp, one chunk). Without claims every block discards each 128-byte line of ``last`` wholly inside its rows
+# and the table; with CLAIM ORed into every even block's status word before the scan (a look-back's claim arriving
+# before the block's publish) those blocks discard nothing and keep their lines. Outputs checked on every call
+discarded5 = []
+
+
+def p5_discard_case(name, claim_even):
+    cn = exec_source(CANDS[5].source, "cand_edge_5_" + name.replace(" ", "_").replace(",", ""))
+    inner = cn["_launch"]
+    scans = []
+
+    def record(ptr, flag):
+        addr = np.asarray(ptr.handle.data).ravel()
+        discarded5.extend(addr[np.asarray(flag.handle.data).ravel() != 0].tolist())
+
+    def launch(kernel, key, grid, *args, **kwargs):
+        if (kernel.fn if hasattr(kernel, "configs") else kernel).fn.__name__ == "_scan_kernel":
+            kwargs["DISCARD"] = True
+            if claim_even:
+                args[1][::2] |= CLAIM5
+            discarded5.clear()
+            scans.append({"last": args[0].data_ptr(), "n_rows": int(args[8]), "rows": 128 * kwargs["W"] * kwargs["NCH"],
+                          "blocks": int(grid[0]), "status": args[1]})
+        inner(kernel, key, grid, *args, **kwargs)
+        if scans and "lines" not in scans[-1] and (kernel.fn if hasattr(kernel, "configs") else kernel).fn.__name__ \
+                == "_scan_kernel":
+            scans[-1]["lines"] = sorted((a - scans[-1]["last"]) // 128 for a in discarded5)
+
+    cn["_launch"] = launch
+    cn["_l2_discard"] = record
+    ours = cn["ModelNew"](3000, 24)
+    ours.SCAN_WARPS, ours.SCAN_MAX_NCH, ours.SCAN_PROGS, ours.WIN, ours.LINK_BLOCK = 1, 1, 1, 4, 16
+    special = [0, 2999, 1500, 1500, 127, 128, 255, 2943, 2944]
+    r = compare(name, 5, [3000, 24], None, ours=ours,
+                each=[p5_inputs(3000, 24, p5_idx(3000, (13, 11), c, special)) for c in range(2)])
+    r["scans"] = []
+    for sc in scans:
+        per_block = sc["rows"] // 32
+        want = [b * per_block + q for b in range(sc["blocks"]) if not (claim_even and b % 2 == 0)
+                for q in range(per_block) if (b * per_block + q) * 32 + 32 <= sc["n_rows"]]
+        st = sc["status"]
+        r["scans"].append({"blocks": sc["blocks"], "lines": len(sc["lines"]), "want": len(want),
+                           "exact": sc["lines"] == want,
+                           "claimed_even": bool(((st[::2] & CLAIM5) != 0).all()) if claim_even else None})
+    return r
+
+
+rows.append(p5_discard_case("p5 discard, no claims", False))
+rows.append(p5_discard_case("p5 discard, even blocks claimed", True))
 # (the draws of this file's former problem-5 cases, so that the later problems keep their inputs)
 ri(0, 700, (13, 11)), torch.randn(13, 24, generator=g), torch.randn(700, 24, generator=g), torch.rand(700, generator=g)
 ri(0, 9, (8, 12)), torch.randn(8, 16, generator=g), torch.randn(9, 16, generator=g), torch.rand(9, generator=g)
@@ -696,7 +748,8 @@ CASES = ["p1 D=24 L=5", "p1 D=23 L=9 B=11, carried bags", "p1 D=23 L=7 B=25, two
          *P2_CASES, "p3 odd hotness, unaligned tables", "p4 long runs", "p4 one row", "p4 sparse rows",
          "p4 epoch wrap, different rows per call", "p4 int64 entries, largest epoch", "p5 long runs", "p5 all one row",
          "p5 many scan blocks, both ends, new rows per call", "p5 scan warps and chunks", "p5 more lookups than rows",
-         "p5 update kernel registers only", "p5 update kernel staged", *P6_CASES, "p7 many blocks, negative ids",
+         "p5 update kernel registers only", "p5 update kernel staged", "p5 discard, no claims",
+         "p5 discard, even blocks claimed", *P6_CASES, "p7 many blocks, negative ids",
          "p7 no bags", "p8 empty and full samples", "p8 one sample", "p8 many samples, chunks", "p9 NS=5 D=24",
          "p9 dense after sparse", "p9 dense before sparse", "p9 non-contiguous", "p9 NS=17 D=45 B=11",
          "p9 NS=1 D=13 B=2", "p10 odd sizes", "p11 odd sizes", *P12_CASES]
@@ -732,6 +785,18 @@ def test_p5_scan_claims_keep_recounted_blocks_and_published_counts(edge_results)
     runs = edge_results["p5 scan claim probe"]["runs"]
     assert [run["epoch"] for run in runs] == [1, 2]
     assert all(run["ok"] and run["unpublished_claimed"] and run["published_kept"] for run in runs), runs
+
+
+def test_p5_scan_discards_only_unclaimed_blocks_whole_lines(edge_results):
+    """Problem 5's forward with the scan's L2 discard forced on and recorded: without claims every block discards
+    exactly the 128-byte lines of ``last`` inside its rows (not past the table's end); with every even block claimed
+    before its publish, those keep their lines and the odd ones discard theirs; the outputs are right on every call."""
+    free = edge_results["p5 discard, no claims"]
+    claimed = edge_results["p5 discard, even blocks claimed"]
+    for r in (free, claimed):
+        assert len(r["scans"]) == 2 and all(sc["blocks"] > 20 and sc["exact"] for sc in r["scans"]), r["scans"]
+    assert all(sc["lines"] == sc["want"] == 3000 // 32 for sc in free["scans"]), free["scans"]
+    assert all(0 < sc["lines"] < 3000 // 32 and sc["claimed_even"] for sc in claimed["scans"]), claimed["scans"]
 
 
 def test_p1_empty_bags_store_zero_rows(edge_results):
