@@ -381,10 +381,15 @@ def render_notebook(notebook: str | os.PathLike, output: str | os.PathLike, para
 
 def _strip_run_metadata(ipynb: Path, notebook: Path, root: Path) -> None:
     """Drop what changes on every render but says nothing about the analysis: per-cell execution timestamps, random
-    cell ids, and the temporary input path papermill records (replaced by the notebook source's repo-relative path)."""
+    cell ids, and the temporary input path papermill records (replaced by the notebook source's repo-relative path);
+    and merge consecutive stream outputs of one cell (nbconvert's ``CoalesceStreamsPreprocessor``): how a cell's
+    printed text is cut into stream messages depends on when the kernel flushed, so an unmerged rendering differs from
+    run to run (a cell printing before a slow step came out as one block or two)."""
     import nbformat
+    from nbconvert.preprocessors import CoalesceStreamsPreprocessor
 
     nb = nbformat.read(ipynb, as_version=4)
+    nb, _ = CoalesceStreamsPreprocessor().preprocess(nb, {})
     for index, cell in enumerate(nb.cells):
         cell["id"] = f"cell-{index}"  # papermill's injected-parameters cell arrives with a random id
         cell.metadata.pop("execution", None)

@@ -98,3 +98,22 @@ def test_nbval_passes_on_a_rerun_and_fails_when_a_number_changes(rendered):
     mutated.write_text(text)
     bad = _nbval(mutated)
     assert bad.returncode != 0, "nbval should have caught the changed speedup"
+
+
+def test_render_merges_a_cells_stream_messages(tmp_path):
+    """Text a cell prints around a flush and a pause arrives as several stream messages; the rendering keeps one
+    stdout block per run of them (``kbstudy.study._strip_run_metadata``), so a re-render does not depend on when the
+    kernel flushed. A figure-free two-cell notebook, rendered through papermill as the study renders."""
+    import nbformat
+
+    from kbstudy.study import render_notebook
+
+    source = tmp_path / "nb_streams.py"
+    source.write_text("# %% tags=[\"parameters\"]\npause = 0.3\n\n# %%\nimport sys, time\nprint(\"first\")\n"
+                      "sys.stdout.flush()\ntime.sleep(pause)\nprint(\"second\")\nsys.stdout.flush()\n"
+                      "time.sleep(pause)\nprint(\"third\", file=sys.stderr)\nsys.stderr.flush()\ntime.sleep(pause)\n"
+                      "print(\"fourth\")\n")
+    out = render_notebook(source, tmp_path / "out" / "nb_streams.ipynb", {}, root=tmp_path, html=False)["ipynb"]
+    outputs = nbformat.read(out, as_version=4).cells[-1].outputs
+    assert [(o.output_type, o.name, o.text) for o in outputs] == [
+        ("stream", "stdout", "first\nsecond\n"), ("stream", "stderr", "third\n"), ("stream", "stdout", "fourth\n")]
