@@ -339,9 +339,10 @@ def autotuned_configs(module) -> dict:
     config for the last key tuned (``Autotuner.configs_timings``: the candidate's own ``do_bench`` result, a median
     or a list of quantiles, in ms; ``None`` for a config that failed). Autotuners under other wrappers (e.g.
     ``triton.heuristics``, which keeps what it wraps as ``.fn``) are found too. An autotuner with one config (e.g.
-    under ``TRITON_INTERPRET=1``) never benchmarks and reports ``best_config`` as its one choice. ``{}`` without Triton or autotuners. Read from attributes of
-    ``triton.runtime.autotuner.Autotuner`` (Triton 3.x); never raises: a candidate's chosen configs are evidence
-    beside its record (why one run's kernel took another config than the last), not part of any verdict."""
+    under ``TRITON_INTERPRET=1``) never benchmarks and reports ``best_config`` as its one choice. ``{}`` without
+    Triton or autotuners. Read from attributes of ``triton.runtime.autotuner.Autotuner`` (Triton 3.x); never raises:
+    a candidate's chosen configs are evidence beside its record (why one run's kernel took another config than the
+    last), not part of any verdict."""
     try:
         from triton.runtime.autotuner import Autotuner
     except Exception:  # noqa: BLE001 - no Triton here: nothing was autotuned through it
@@ -355,10 +356,13 @@ def autotuned_configs(module) -> dict:
 
     found = {}
     for name, value in sorted(vars(module).items()):
-        for _ in range(4):  # an autotuner under other wrappers (e.g. triton.heuristics), which keep it as .fn
-            if isinstance(value, Autotuner) or not hasattr(value, "fn"):
-                break
-            value = value.fn
+        try:  # (a candidate's own object may raise anything on attribute access)
+            for _ in range(4):  # an autotuner under other wrappers (e.g. triton.heuristics), which keep it as .fn
+                if isinstance(value, Autotuner) or not hasattr(value, "fn"):
+                    break
+                value = value.fn
+        except Exception:  # noqa: BLE001
+            continue
         if not isinstance(value, Autotuner):
             continue
         try:
