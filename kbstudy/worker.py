@@ -53,7 +53,6 @@ the sentinel into every floating tensor the candidate allocates through the disp
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
@@ -325,12 +324,6 @@ def _json_scalar(value):
     return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
 
 
-def _finite_ms(value) -> float | None:
-    """A benchmark time in ms, or ``None`` for a config that failed (Triton records ``inf``): JSON has no infinity."""
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def autotuned_configs(module) -> dict:
     """What the Triton autotuners defined at the top level of a candidate's ``module`` chose, after its calls:
     ``{name: {"configs": n, "chosen": {key: config}, "timings_ms": {config: ms}}}``, where ``key`` is the autotuner's
@@ -343,6 +336,8 @@ def autotuned_configs(module) -> dict:
     Triton or autotuners. Read from attributes of ``triton.runtime.autotuner.Autotuner`` (Triton 3.x); never raises:
     a candidate's chosen configs are evidence beside its record (why one run's kernel took another config than the
     last), not part of any verdict."""
+    from kbstudy.records import _finite_or_none
+
     try:
         from triton.runtime.autotuner import Autotuner
     except Exception:  # noqa: BLE001 - no Triton here: nothing was autotuned through it
@@ -371,9 +366,11 @@ def autotuned_configs(module) -> dict:
             if not chosen and best is not None:
                 chosen = {"(one config)": kwargs_of(best)}
             timings = getattr(value, "configs_timings", None) or {}
-            found[name] = {"configs": len(getattr(value, "configs", []) or []), "chosen": chosen,
-                           "timings_ms": {str(c): ([_finite_ms(x) for x in t] if isinstance(t, (list, tuple))
-                                                   else _finite_ms(t)) for c, t in timings.items()}}
+            # a failed config's time is inf, which JSON lacks: None, as the records' writer maps it
+            found[name] = _finite_or_none({
+                "configs": len(getattr(value, "configs", []) or []), "chosen": chosen,
+                "timings_ms": {str(c): ([float(x) for x in t] if isinstance(t, (list, tuple)) else float(t))
+                               for c, t in timings.items()}})
         except Exception as exc:  # noqa: BLE001
             found[name] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
     return found

@@ -85,12 +85,12 @@ def main() -> None:
 
     if not torch.cuda.is_available():
         sys.exit("bench_l2_fetch_granularity.py needs a CUDA GPU (it sets a CUDA device limit and times with events)")
-    from bench_l2_flush import problem_bytes, quartile_row
+    from bench_l2_flush import interleaved_device_times, problem_bytes, quartile_row
 
     from kbstudy.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
     from kbstudy.dlrm_bench.gpu_run import floor_inputs
     from kbstudy.dlrm_bench.roofline import compulsory_work
-    from kbstudy.timing import device_timed_call, l2_flusher, spin_cycles_per_us
+    from kbstudy.timing import l2_flusher, spin_cycles_per_us
 
     device = "cuda"
     torch.set_grad_enabled(False)
@@ -98,26 +98,21 @@ def main() -> None:
     rt = cudart()
     default = get_limit(rt)
     flush = l2_flusher(device, "read")
-    stream = torch.cuda.current_stream(device)
     cycles = int(args.spin_us * spin_cycles_per_us(device))
     print(f"{torch.cuda.get_device_name(device)}: cudaLimitMaxL2FetchGranularity default {default} bytes; "
           f"{args.reps} calls per setting, medians in us", flush=True)
     rows = []
 
     def measure(kind: str, label: str, nbytes: float, fn) -> None:
-        for _ in range(3):  # warm-up: autotuning, compilation, allocator
-            fn()
-        torch.cuda.synchronize(device)
-        samples = {s: [] for s in SETTINGS}
-        overran = {s: 0 for s in SETTINGS}  # per setting: calls whose host work outlasted the spin
-        for _ in range(args.reps):
-            for setting in SETTINGS:
+        def setting_then_flush(setting):
+            def prepare():
                 torch.cuda.synchronize(device)
                 set_limit(rt, default if setting is None else setting)
                 flush()
-                ms, _, host_ms = device_timed_call(fn, device=device, stream=stream, flush=None, spin_cycles=cycles)
-                samples[setting].append(ms * 1e3)
-                overran[setting] += host_ms * 1e3 > args.spin_us
+            return prepare
+
+        samples, overran = interleaved_device_times(fn, {s: setting_then_flush(s) for s in SETTINGS}, reps=args.reps,
+                                                    device=device, spin_cycles=cycles, spin_us=args.spin_us)
         torch.cuda.synchronize(device)
         set_limit(rt, default)
         for setting in SETTINGS:

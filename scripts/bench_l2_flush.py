@@ -45,6 +45,33 @@ def quartile_row(samples_us: list[float]) -> tuple[float, float, float]:
     return stats.median, stats.q1, stats.q3
 
 
+def interleaved_device_times(fn, before: dict, *, reps: int, device: str, spin_cycles: int,
+                             spin_us: float) -> tuple[dict, dict]:
+    """Device times of ``fn()`` under several states, interleaved call by call: three warm-up calls, then ``reps``
+    rounds, each running ``before[label]()`` (if not ``None``) and one :func:`kbstudy.timing.device_timed_call` (no
+    flush of its own; a spin of ``spin_cycles`` hides the host) for every label in order. Returns ``(samples,
+    overran)``: per label, the times in us, and how many of its calls had host work outlasting the spin (``spin_us``).
+    Shared by this script (L2 states) and ``bench_l2_fetch_granularity.py`` (fetch-granularity settings)."""
+    import torch
+
+    from kbstudy.timing import device_timed_call
+
+    for _ in range(3):  # warm-up: autotuning, compilation, allocator
+        fn()
+    torch.cuda.synchronize(device)
+    stream = torch.cuda.current_stream(device)
+    samples = {label: [] for label in before}
+    overran = {label: 0 for label in before}
+    for _ in range(reps):
+        for label, prepare in before.items():
+            if prepare is not None:
+                prepare()
+            ms, _, host_ms = device_timed_call(fn, device=device, stream=stream, flush=None, spin_cycles=spin_cycles)
+            samples[label].append(ms * 1e3)
+            overran[label] += host_ms * 1e3 > spin_us
+    return samples, overran
+
+
 def problem_bytes(problem, device: str, seed: int = 42) -> float:
     """Compulsory bytes of DLRM-Bench ``problem`` at full size (``kbstudy.dlrm_bench.roofline.compulsory_work``, from
     what the floors are computed from: ``kbstudy.dlrm_bench.gpu_run.floor_inputs``; for the problems whose totals are
@@ -69,32 +96,22 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("bench_l2_flush.py needs a CUDA GPU (it times with CUDA events and a spin kernel)")
     from kbstudy.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
-    from kbstudy.timing import device_timed_call, l2_flusher, spin_cycles_per_us
+    from kbstudy.timing import l2_flusher, spin_cycles_per_us
 
     device = "cuda"
     torch.set_grad_enabled(False)
     write, read = l2_flusher(device, "write"), l2_flusher(device, "read")
     second = l2_flusher(device, "read")  # another buffer, so write_read's read evicts the zeroed one's lines
     flushes = {"write": write, "write_read": lambda: (write(), second()), "read": read, "none": None}
-    stream = torch.cuda.current_stream(device)
     cycles = int(args.spin_us * spin_cycles_per_us(device))
     props = torch.cuda.get_device_properties(device)
     print(f"{props.name}: L2 {props.L2_cache_size / 2**20:.0f} MiB; {args.reps} calls per state, medians in us")
     rows = []
 
     def measure(kind: str, label: str, nbytes: float, fn) -> None:
-        for _ in range(3):  # warm-up: autotuning, compilation, allocator
-            fn()
-        torch.cuda.synchronize(device)
-        samples = {state: [] for state in STATES}
-        overran = 0
-        for _ in range(args.reps):
-            for state in STATES:
-                if flushes[state] is not None:
-                    flushes[state]()
-                ms, _, host_ms = device_timed_call(fn, device=device, stream=stream, flush=None, spin_cycles=cycles)
-                samples[state].append(ms * 1e3)
-                overran += host_ms * 1e3 > args.spin_us
+        samples, per_state = interleaved_device_times(fn, {state: flushes[state] for state in STATES}, reps=args.reps,
+                                                      device=device, spin_cycles=cycles, spin_us=args.spin_us)
+        overran = sum(per_state.values())  # (over the four states, as the table has always counted it)
         for state in STATES:
             rows.append((kind, label, float(nbytes), state, *quartile_row(samples[state]), args.reps, overran))
         print(f"{kind:>6} {label:>6} {nbytes / 1e6:8.1f} MB " +

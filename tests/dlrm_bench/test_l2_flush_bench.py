@@ -35,17 +35,11 @@ def test_states_and_quartiles():
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU refusal")
-def test_flush_benchmark_refuses_to_run_without_a_gpu():
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_l2_flush.py"), "--no-kernels"],
+@pytest.mark.parametrize("script", [["bench_l2_flush.py", "--no-kernels"], ["bench_l2_fetch_granularity.py"]],
+                         ids=["flush", "fetch_granularity"])
+def test_benchmark_refuses_to_run_without_a_gpu(script):
+    """Both scripts time with CUDA events and a spin kernel (the fetch one also sets a CUDA device limit): on a CPU
+    they say so and stop, before anything else."""
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / script[0]), *script[1:]],
                           capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode != 0 and "needs a CUDA GPU" in proc.stderr
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU refusal")
-def test_fetch_granularity_benchmark_refuses_to_run_without_a_gpu():
-    """``scripts/bench_l2_fetch_granularity.py`` sets a CUDA device limit and times with events: on a CPU it says so
-    and stops, before anything else."""
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "bench_l2_fetch_granularity.py")],
-                          capture_output=True, text=True, cwd=REPO, timeout=120)
-    assert proc.returncode != 0 and "needs a CUDA GPU" in proc.stderr
-
