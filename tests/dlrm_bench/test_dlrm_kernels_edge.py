@@ -530,7 +530,8 @@ def p5_discard_case(name, claim_even):
         discarded5.extend(addr[np.asarray(flag.handle.data).ravel() != 0].tolist())
 
     def launch(kernel, key, grid, *args, **kwargs):
-        if (kernel.fn if hasattr(kernel, "configs") else kernel).fn.__name__ == "_scan_kernel":
+        scan = (kernel.fn if hasattr(kernel, "configs") else kernel).fn.__name__ == "_scan_kernel"
+        if scan:
             kwargs["DISCARD"] = True
             if claim_even:
                 args[1][::2] |= CLAIM5
@@ -538,8 +539,7 @@ def p5_discard_case(name, claim_even):
             scans.append({"last": args[0].data_ptr(), "n_rows": int(args[8]), "rows": 128 * kwargs["W"] * kwargs["NCH"],
                           "blocks": int(grid[0]), "status": args[1]})
         inner(kernel, key, grid, *args, **kwargs)
-        if scans and "lines" not in scans[-1] and (kernel.fn if hasattr(kernel, "configs") else kernel).fn.__name__ \
-                == "_scan_kernel":
+        if scan:
             scans[-1]["lines"] = sorted((a - scans[-1]["last"]) // 128 for a in discarded5)
 
     cn["_launch"] = launch
