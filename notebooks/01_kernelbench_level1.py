@@ -13,7 +13,7 @@
 # %% [markdown]
 # # KernelBench level 1: how many generated kernels compile, are correct, and are fast?
 #
-# This notebook reads **evaluation records** (one `kbstudy.records.EvaluationRecord` per candidate kernel and
+# This notebook reads **evaluation records** (one `kbstudy.records.schema.EvaluationRecord` per candidate kernel and
 # problem, written by `kbstudy study` / `kbstudy eval`) and reports, per *model configuration* (a model with its
 # prompt and sampling settings, or one of kbstudy's null candidates):
 #
@@ -26,22 +26,22 @@
 #   **and** more than p times faster than the PyTorch eager reference (KernelBench's metric; strict `>`); for
 #   p >= 1 only *verified* speedups count, whose 95% bootstrap interval excludes 1 and clears the harness's
 #   noise margin, the spread of the reference timed against itself (`null:reference`) on the same hardware
-#   (`kbstudy.scoring`);
+#   (`kbstudy.analysis.scoring`);
 # * the **median** and **geometric-mean speedup** over correct kernels, against eager and against
 #   `torch.compile` (Inductor, default mode).
 #
-# Every number comes from `kbstudy.scoring`, where the definitions are written out with their sources; this
+# Every number comes from `kbstudy.analysis.scoring`, where the definitions are written out with their sources; this
 # notebook only filters, tabulates and plots. Re-render it with `make render`; CI re-runs the committed rendering
 # under nbval and fails if a number changes.
 #
 # The second half puts the leaderboard's kernels beside what was published (issue #4; definitions in
-# `kbstudy.headline` and `kbstudy.published`): the paper's headline table for the five largest model configurations,
+# `kbstudy.analysis.headline` and `kbstudy.analysis.published`): the paper's headline table for the five largest model configurations,
 # bf16 and the kernels hard-coded to float32, our speedups against the leaderboard's published ones, our PyTorch
 # baseline times against KernelBench's published H100 timings, the same kernel on the v0 and the current problem,
 # and the evaluation throughput. A section whose records are not there yet says what is missing.
 
 # %% tags=["parameters"]
-# Paths are relative to the repository root (resolved by kbstudy.study.project_path), so the rendered notebook
+# Paths are relative to the repository root (resolved by kbstudy.pipeline.study.project_path), so the rendered notebook
 # re-runs unchanged from outputs/reports/<name>/ under nbval.
 records_dirs = ["outputs/records/cpu-default"]  # run folders holding evaluations.jsonl
 output_dir = "outputs/reports/cpu-default/01_kernelbench_level1"  # tables/ and figures/ go here
@@ -62,10 +62,14 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 
-from kbstudy import plots, published, scoring
-from kbstudy import headline as paper  # the paper's table; `headline` below is this notebook's summary
-from kbstudy.problems import operator_category
-from kbstudy.study import project_path
+from kbstudy.analysis import figures as plots
+
+from kbstudy.analysis import published
+
+from kbstudy.analysis import scoring
+from kbstudy.analysis import headline as paper  # the paper's table; `headline` below is this notebook's summary
+from kbstudy.harness.problems import operator_category
+from kbstudy.pipeline.study import project_path
 
 plots.set_theme()
 # a hardware without null:reference records is scored with m = 0; the headline cell prints that instead of warning
@@ -202,7 +206,7 @@ else:
 # %% [markdown]
 # ## By operator category
 #
-# The categories come from the problem names (`kbstudy.problems.operator_category`). A configuration's overall
+# The categories come from the problem names (`kbstudy.harness.problems.operator_category`). A configuration's overall
 # rate can hide that it only succeeds on elementwise activations.
 
 # %%
@@ -224,7 +228,7 @@ show(pass_k)
 # %% [markdown]
 # ## The leaderboard's kernels: the headline table
 #
-# The paper's table (`kbstudy.headline.headline_table`, imported here as `paper`) for the five largest model
+# The paper's table (`kbstudy.analysis.headline.headline_table`, imported here as `paper`) for the five largest model
 # configurations of the leaderboard at this level, per problem version and precision: correct % under the chosen
 # verdict, the *verified speedups* (kernels both correct and faster than PyTorch eager: their count and median
 # speedup), and the convolutions solved (correct) and sped up. The denominator n is the configuration's attempts, as
@@ -233,7 +237,7 @@ show(pass_k)
 #
 # The GPU run is made phase by phase, so until it ends the table holds only the problems measured so far. The
 # coverage table first says, per configuration, problem version and precision, how many of its published kernels have
-# a record and on which problems (`kbstudy.published.coverage`).
+# a record and on which problems (`kbstudy.analysis.published.coverage`).
 
 # %%
 kb_dir = project_path(kernelbench_dir)
@@ -277,12 +281,12 @@ else:
 # %% [markdown]
 # ## bf16, and the kernels hard-coded to float32
 #
-# The leaderboard's kernels were written for fp32. `kbstudy.candidates.scan_dtype_support` reads each CUDA source
+# The leaderboard's kernels were written for fp32. `kbstudy.harness.candidates.scan_dtype_support` reads each CUDA source
 # for float32-only code (`data_ptr<float>()`, `float*` casts, `AT_DISPATCH_FLOATING_TYPES`, which is float and
 # double only, float32 dtype checks, or a `ModelNew` that calls the kernel for float32 inputs alone) and finds no
 # bf16 path (a dispatch over `BFloat16`, `__nv_bfloat16`). Such a kernel given bf16 tensors raises `expected scalar
 # type Float but found BFloat16` or `not implemented for 'BFloat16'`, or reads the wrong bytes. In the records it is
-# `float32_only` (`kbstudy.headline.dtype_status`): not a wrong bf16 kernel, but no bf16 kernel.
+# `float32_only` (`kbstudy.analysis.headline.dtype_status`): not a wrong bf16 kernel, but no bf16 kernel.
 
 # %%
 if leaderboard is not None:
@@ -307,7 +311,7 @@ else:
 # GPU, at the v0 sizes). On the **v0** problems this is like for like; on the **current** problems the sizes (and for
 # a few problems the reference) changed since. A kernel *changed materially* when its verdict flipped (published
 # correct, ours not) or its speedup ratio ours/published left [0.5, 2] or crossed 1; the reason comes from its record
-# (`kbstudy.published.material_changes`). Spearman's rho ranks our speedups against the published ones.
+# (`kbstudy.analysis.published.material_changes`). Spearman's rho ranks our speedups against the published ones.
 
 # %%
 compared = {}
@@ -351,7 +355,7 @@ if compared:
 # Our eager and `torch.compile` reference times (median over timed calls, fp32, full size) of the current problems,
 # against KernelBench's published `baseline_timing` (mean, on an H100). A published entry is compared with the
 # problem of the same file name **and the same source SHA-256** as the current problem; entries whose reference
-# changed after they were measured are excluded with their reason (`kbstudy.published.compare_baselines`). The GPUs
+# changed after they were measured are excluded with their reason (`kbstudy.analysis.published.compare_baselines`). The GPUs
 # differ, so read the ratios and the rank correlation, not the absolute times: memory-bound problems should sit near
 # the bandwidth ratio H100/H200 (3.35/4.8 = 0.70) and compute-bound GEMMs near 1.
 
@@ -392,7 +396,7 @@ if baselines is not None and changes is not None:
 # ## The same kernel on the v0 and on the current problem
 #
 # KernelBench v0.1 enlarged the problems and changed a few references; two level-1 problems (50, 97) are other
-# problems now (`kbstudy.problems.version_changes`). A kernel correct on the problem it was written for (v0) may fail
+# problems now (`kbstudy.harness.problems.version_changes`). A kernel correct on the problem it was written for (v0) may fail
 # on the current one; `flip` marks it.
 
 # %%
@@ -408,7 +412,7 @@ else:
 # %% [markdown]
 # ## Throughput
 #
-# Kernels evaluated per GPU-minute (`kbstudy.headline.throughput`; `python -m kbstudy throughput --per-call
+# Kernels evaluated per GPU-minute (`kbstudy.analysis.headline.throughput`; `python -m kbstudy throughput --per-call
 # DIR...`), one row per run and device call (the records' `git_commit`), in order: a call's records are grouped into
 # bursts (consecutive records less than 5 minutes apart), and a burst's length runs from its first worker's start
 # to its last record. CUDA builds before a burst and machine start-up are not in it. Runs of one call on two GPUs

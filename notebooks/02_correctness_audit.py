@@ -31,11 +31,11 @@
 # 6. **kbstudy's check as of checks v4** (`docs/verifier.md`) applied to the recorded metrics of the same records,
 #    which older checks versions made.
 #
-# Every number comes from `kbstudy.audit` (and `kbstudy.calibration`), where the definitions are written out; this
+# Every number comes from `kbstudy.analysis.audit` (and `kbstudy.analysis.calibration`), where the definitions are written out; this
 # notebook only tabulates and plots. Records of a setting (hardware and size scale) are never mixed with another's.
 
 # %% tags=["parameters"]
-# Paths are relative to the repository root (resolved by kbstudy.study.project_path). An entry of records_dirs is a
+# Paths are relative to the repository root (resolved by kbstudy.pipeline.study.project_path). An entry of records_dirs is a
 # run folder or a folder of run folders; entries that do not exist yet (a GPU run still to come) are listed, not fatal.
 records_dirs = ["outputs/records/cpu-calibration", "outputs/records/cpu-default", "outputs/records/cpu-dlrm",
                 "outputs/records/h200-smoke", "outputs/records/h200-level1-fp32-first4"]
@@ -49,8 +49,10 @@ import functools
 
 from IPython.display import Markdown, display
 
-from kbstudy import audit, plots
-from kbstudy.study import project_path
+from kbstudy.analysis import audit
+
+from kbstudy.analysis import figures as plots
+from kbstudy.pipeline.study import project_path
 
 plots.set_theme()
 tables_dir, figures_dir = plots.report_dirs(project_path(output_dir))
@@ -93,7 +95,7 @@ table(audit.records_overview(evaluations[evaluations.precision.isin(precisions)]
 #
 # Per setting, precision and null kind: on how many problems each check accepted it. *KernelBench only* counts the
 # problems where `allclose` accepts a null that kbstudy rejects; *violations* counts breaches of the calibration rule
-# (`kbstudy.calibration`): kbstudy accepting a must-fail null on a problem that is not flagged (degenerate, low-spread
+# (`kbstudy.analysis.calibration`): kbstudy accepting a must-fail null on a problem that is not flagged (degenerate, low-spread
 # or unjudgeable at the precision), or rejecting an honest one; *excused* counts the same breaches on flagged
 # problems, findings about the problem rather than the check. The flags are read from the reference records where
 # they are recorded (checks v4), else recomputed from the null candidates' metrics by the same rules. `mean` on a
@@ -188,7 +190,7 @@ table(flagged[["setting", "precision", "level", "problem_id", "problem_name", "o
 # (`must_fail_margin` > 1); the other two metrics target errors on a few elements, which the relative L2 error
 # averages away, not constants. Problems that are degenerate, ill-conditioned or low-spread at a precision are left
 # out here: the adaptive bound of checks v4 and the problem flags cover them. Figure 2 shows the values themselves;
-# the dashed line is the threshold `T_m` (`kbstudy.verify.ACCURACY_THRESHOLDS`).
+# the dashed line is the threshold `T_m` (`kbstudy.verdict.checks.ACCURACY_THRESHOLDS`).
 
 # %%
 evidence = audit.threshold_evidence(findings, evaluations, precisions)
@@ -223,7 +225,7 @@ display(Markdown(audit.markdown_section(project_path(verifier_doc), "## The repl
 
 # %% [markdown]
 # Applied to the recorded metrics (each metric's worst value over trials) by the verifier's own function
-# (`kbstudy.verify.accuracy_failure`, through `audit.proposed_verdict`): how many nulls the check that made each
+# (`kbstudy.verdict.checks.accuracy_failure`, through `audit.proposed_verdict`): how many nulls the check that made each
 # record accepted (`kbstudy_passes`) and how many checks v4 accepts (`proposed_passes`), and the latter's violations
 # (a must-fail null accepted on a problem that is neither degenerate, low-spread nor unjudgeable, or an honest one
 # rejected on a judgeable problem). `proposed_unknown` counts records made before a metric was recorded.

@@ -16,7 +16,7 @@
 #
 # How much of a real workload's GPU time could a KernelBench-style kernel replace? Seven workloads in three domains
 # (transformers, CNNs, recommenders) were profiled with `torch.profiler` (`kbstudy.profiling.gpu_run`); every kernel
-# name was sorted into a category by an ordered rule table (`kbstudy.profiling.classify`), and the **addressable
+# name was sorted into a category by an ordered rule table (`kbstudy.harness.kernel_classes`), and the **addressable
 # fraction** f is the share of kernel time in the categories of the chosen rule (`kbstudy.profiling.addressable`).
 # Amdahl's law bounds the end-to-end speedup by 1/(1-f); with addressable kernels s times faster it is
 # 1/((1-f)+f/s). The paper reports f from 8.9% to 58.2%, and 80-86% of transformer runtime in cuBLAS GEMM plus
@@ -24,7 +24,7 @@
 # self time instead of kernel time.
 
 # %% tags=["parameters"]
-# Paths are relative to the repository root (resolved by kbstudy.study.project_path), so the rendered notebook
+# Paths are relative to the repository root (resolved by kbstudy.pipeline.study.project_path), so the rendered notebook
 # re-runs unchanged from outputs/reports/<name>/ under nbval.
 records_dir = "outputs/records/cpu-profile"  # kbstudy.profiling.gpu_run output: workloads.jsonl, kernels.jsonl
 # folders of the same hardware whose kernels.jsonl fills runs records_dir lacks or skipped (step times stay missing)
@@ -36,10 +36,10 @@ rule = "non_vendor"  # addressable rule: a name in kbstudy.profiling.addressable
 # %%
 import functools
 
-from kbstudy import plots
-from kbstudy.profiling import report
+from kbstudy.analysis import figures as plots
+from kbstudy.analysis import profiles as report
 from kbstudy.profiling.addressable import ADDRESSABLE_RULES, paper_comparison
-from kbstudy.study import project_path
+from kbstudy.pipeline.study import project_path
 
 plots.set_theme()
 tables_dir, figures_dir = plots.report_dirs(project_path(output_dir))
@@ -157,7 +157,7 @@ else:
 
 # %% [markdown]
 # ## Comparison with the paper
-# Computed from the tables above (`kbstudy.profiling.report.paper_comparison_notes`); the paper's values are the
+# Computed from the tables above (`kbstudy.analysis.profiles.paper_comparison_notes`); the paper's values are the
 # constants of `kbstudy.profiling.addressable.PAPER`, cited as `PAPER_CITATION`. On CPU records the numbers are shares
 # of ATen operator time on tiny configurations and say nothing about a GPU.
 

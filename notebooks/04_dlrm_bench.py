@@ -21,8 +21,8 @@
 # variant candidates measured in the same run (`gpu_run --candidates`); and, given an earlier run of the same problems
 # (`previous_records_dir`, `repeat_records_dir`), our kernels before and after, judged against how far the kernel files
 # the two runs share moved. Records come from
-# `python -m kbstudy.dlrm_bench.gpu_run`, which evaluates our kernels through the project's one evaluation path
-# (`kbstudy.evaluate.evaluate_batch`: KernelBench's and kbstudy's verdicts over five trials, eager and compile timings)
+# `python -m kbstudy.suites.dlrm_bench.gpu_run`, which evaluates our kernels through the project's one evaluation path
+# (`kbstudy.harness.orchestrator.evaluate_batch`: KernelBench's and kbstudy's verdicts over five trials, eager and compile timings)
 # and writes the floors to `floors.jsonl` beside `machine.json`; this notebook only reads them. Each problem is
 # evaluated at the precision it is written in: bf16 for 10 and 11, fp32 for the others.
 #
@@ -44,9 +44,9 @@
 # and its problem 5 is the former in-place version. Its numbers are preliminary.
 
 # %% tags=["parameters"]
-# Paths are relative to the repository root (resolved by kbstudy.study.project_path), so the rendered notebook
+# Paths are relative to the repository root (resolved by kbstudy.pipeline.study.project_path), so the rendered notebook
 # re-runs unchanged from outputs/reports/<name>/ under nbval.
-records_dir = "outputs/records/cpu-dlrm"  # a kbstudy.dlrm_bench.gpu_run output folder (evaluations.jsonl, floors.jsonl)
+records_dir = "outputs/records/cpu-dlrm"  # a kbstudy.suites.dlrm_bench.gpu_run output folder (evaluations.jsonl, floors.jsonl)
 output_dir = "outputs/reports/cpu-default/04_dlrm_bench"  # tables/ and figures/ go here
 hardware_label = "CPU (Triton interpreter)"  # how the hardware is named in titles
 previous_records_dir = ""  # an earlier run of the same problems (other kernels) to compare ours with; "" for none
@@ -59,14 +59,14 @@ import matplotlib.pyplot as plt
 import seaborn as sns
 from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
-from kbstudy import plots
-from kbstudy.dlrm_bench.report import (FLOOR_TARGET, achieved_bandwidth, compare_runs, device_notes, device_time_view,
+from kbstudy.analysis import figures as plots
+from kbstudy.analysis.dlrm import (FLOOR_TARGET, achieved_bandwidth, compare_runs, device_notes, device_time_view,
                                        floor_notes, gather_notes, kernel_moves, launch_gap, launch_latencies,
                                        launch_view, load_run, long_times, missing, move_notes, run_layout, summary,
                                        variant_notes)
-from kbstudy.dlrm_bench.report import variants as load_variants
-from kbstudy.dlrm_bench.roofline import LAUNCH_BOUND_FACTOR, launch_latency_ms
-from kbstudy.study import project_path
+from kbstudy.analysis.dlrm import variants as load_variants
+from kbstudy.suites.dlrm_bench.roofline import LAUNCH_BOUND_FACTOR, launch_latency_ms
+from kbstudy.pipeline.study import project_path
 
 plots.set_theme()
 tables_dir, figures_dir = plots.report_dirs(project_path(output_dir))
@@ -218,7 +218,7 @@ print("\n".join(f"- {n}" for n in notes))
 # launch) and a cold L2. A floor bounds the *device's* work, so the target of 1.25x of the floor is judged by the
 # **device time** (`device_ms`, `device_source = cold`): every timed GPU candidate's record holds the median of up to
 # 20 calls with the L2 flushed and a spin kernel enqueued before the start event, so that the host enqueues the launches
-# while the GPU spins and the events see only the device's work (`kbstudy.timing.time_device`; the method of
+# while the GPU spins and the events see only the device's work (`kbstudy.harness.timing.time_device`; the method of
 # `triton.testing.do_bench`, made strict, and what Nsight Compute's default cache control measures). It keeps each
 # launch's GPU-side start-up, idle time between the call's kernels and any host synchronisation inside the call
 # (`device_host_overran` counts the calls whose host work outlasted the spin). From session 15 on its flush *reads* a
@@ -230,11 +230,11 @@ print("\n".join(f"- {n}" for n in notes))
 # profiled`): the kernels' summed durations in one profiled, warm call, which is lower (no start-up, a warm L2).
 # `gap_us` is per-call median minus device time (the host's share); `target_gap_us` is 1.25 x floor minus device time.
 # `copy_ms` (GPU runs from session 14 on) is the device time of a plain copy of the problem's compulsory bytes at its
-# size (`kbstudy.dlrm_bench.roofline.copy_at_size`): `copy_over_floor` says how close to the floor the simplest kernel
+# size (`kbstudy.suites.dlrm_bench.roofline.copy_at_size`): `copy_over_floor` says how close to the floor the simplest kernel
 # moving those bytes comes at that size, where a launch's start-up and tail are no longer negligible (`copy_flush`: its
 # flush, as `device_flush`). From session 16 the floors also count the compulsory traffic in whole 32-byte DRAM
 # sectors (`sector_over_bytes`: above 1 where gathered rows are not whole sectors, problems 5 and 6;
-# `kbstudy.dlrm_bench.roofline.expected_sectors`) and time a copy of that many bytes; `dram_copy_ms` is the copy of
+# `kbstudy.suites.dlrm_bench.roofline.expected_sectors`) and time a copy of that many bytes; `dram_copy_ms` is the copy of
 # what the DRAM must move (the sector copy where there is one, else `copy_ms`), and `target_below_copy` flags a
 # memory-bound problem whose 1.25x target lies below that copy: a kernel within the target there would have to move
 # its bytes faster than a plain copy of as many bytes at that size. The floor itself stays at the bytes.
@@ -296,7 +296,7 @@ print("\n".join(f"- {n}" for n in gather_notes(bandwidth, machine)))
 
 # %% [markdown]
 # ## Variant candidates measured in the same run
-# Records of other model configurations in the records folder (`python -m kbstudy.dlrm_bench.gpu_run --candidates
+# Records of other model configurations in the records folder (`python -m kbstudy.suites.dlrm_bench.gpu_run --candidates
 # DIR`, e.g. another version of one of our kernels), each beside our kernel of the same problem: same machine state,
 # same eager timing. Only our kernels (`kbstudy-triton`) enter the tables above. `variant_over_ours` is the ratio of
 # the two medians (above 1: ours is faster) with its 95 % bootstrap interval (`variant_over_ours_ci_low`/`_high`, from

@@ -1,13 +1,13 @@
 """Where a timed call's time goes, for our DLRM-Bench kernels on a GPU: host, cold cache, or the kernels' own work.
 
-The study times a candidate per call (``kbstudy.timing``): flush the L2, synchronise, record the start event on an
+The study times a candidate per call (``kbstudy.harness.timing``): flush the L2, synchronise, record the start event on an
 idle GPU, call, record the end event, synchronise. Such a time exceeds the kernels' device time (``top_kernels`` in
 the records: one profiled call, warm, after one warm-up) by what notebook 4 calls the *gap*. This script splits the
 gap in two by timing each forward three ways on the same inputs, ``--reps`` calls each, medians in us:
 
 * ``per_call``: the study's timed-call sequence (above), on one input set in this process (the study cycles a pool
   of input sets in a worker process, so this script's times are not a run's: it shows what a gap is made of);
-* ``cold_device``: the device time's flush (``kbstudy.timing.l2_flusher``, ``"read"``: the L2 left clean), then
+* ``cold_device``: the device time's flush (``kbstudy.harness.timing.l2_flusher``, ``"read"``: the L2 left clean), then
   ``torch.cuda._sleep`` (a spin kernel, ``--sleep-us`` long) enqueued *before*
   the start event, so that the host enqueues the forward's launches while the GPU is still spinning: the events then
   see the kernels back to back with a cold L2 and none of the host's time (a call whose host work outlasts the spin is
@@ -58,12 +58,12 @@ def split_gap(per_call_us: list[float], cold_device_us: list[float], warm_device
 
 def time_three_ways(fn, *, device: str, reps: int, sleep_us: float, per_call_flush, device_flush) -> dict:
     """``fn`` timed ``reps`` times each way (module docstring) on ``device`` (CUDA), the three ways interleaved;
-    ``per_call_flush`` and ``device_flush`` clear the L2 (``kbstudy.timing.l2_flusher``, ``"write"`` and ``"read"``
-    as the study uses them); each call goes through ``kbstudy.timing.device_timed_call``. Returns :func:`split_gap`'s
+    ``per_call_flush`` and ``device_flush`` clear the L2 (``kbstudy.harness.timing.l2_flusher``, ``"write"`` and ``"read"``
+    as the study uses them); each call goes through ``kbstudy.harness.timing.device_timed_call``. Returns :func:`split_gap`'s
     row."""
     import torch
 
-    from kbstudy.timing import device_timed_call, spin_cycles_per_us
+    from kbstudy.harness.timing import device_timed_call, spin_cycles_per_us
 
     stream = torch.cuda.current_stream(device)
     cycles = int(sleep_us * spin_cycles_per_us(device))
@@ -97,9 +97,9 @@ def main() -> None:
 
     if not torch.cuda.is_available():
         sys.exit("bench_dlrm_gap.py needs a CUDA GPU (it times with CUDA events and a spin kernel)")
-    from kbstudy.candidates import load_candidates
-    from kbstudy.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
-    from kbstudy.timing import DEVICE_FLUSH_MODE, l2_flusher
+    from kbstudy.harness.candidates import load_candidates
+    from kbstudy.suites.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
+    from kbstudy.harness.timing import DEVICE_FLUSH_MODE, l2_flusher
 
     device = "cuda"
     cands = ({c.problem_id: c for c in load_candidates(args.candidates, model_config=Path(args.candidates).name)}

@@ -1,6 +1,6 @@
 """Host time per call of our DLRM-Bench kernels: the Python a timed call runs before (and between) its launches.
 
-A per-call timing (``kbstudy.timing``) starts its clock with the device idle, so every microsecond of host work before
+A per-call timing (``kbstudy.harness.timing``) starts its clock with the device idle, so every microsecond of host work before
 the first kernel starts is in the measured time. This prints, per problem, the host time of one ``ModelNew.forward``:
 
 * ``--device cpu`` (default; numbers are CPU numbers): each kernel file's ``_launch`` is replaced by a counter, so the
@@ -53,7 +53,7 @@ def main() -> None:
 
     import torch
 
-    from kbstudy.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
+    from kbstudy.suites.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
 
     scale = args.size_scale if args.size_scale is not None else (1 / 512 if args.device == "cpu" else 1.0)
     sync = torch.cuda.synchronize if args.device == "cuda" else (lambda: None)

@@ -1,14 +1,14 @@
 """Does the L2's DRAM fetch granularity cost our gathers? Device times of DLRM-Bench kernels under each setting of
 ``cudaLimitMaxL2FetchGranularity``.
 
-The floors count compulsory bytes, ``kbstudy.dlrm_bench.roofline``'s ``sector_bytes`` the same traffic in whole
+The floors count compulsory bytes, ``kbstudy.suites.dlrm_bench.roofline``'s ``sector_bytes`` the same traffic in whole
 32-byte sectors. But the L2 may fetch more than the sectors a request touches: CUDA's ``cudaLimitMaxL2FetchGranularity``
 (0-128 bytes, "a hint", CUDA Runtime API, ``cudaDeviceSetLimit``) bounds how much it fetches from DRAM per miss. If the
 default is 64 bytes, each of problem 6's 136-byte int8 rows (five 32-byte sectors; 8-byte aligned, so it starts at most
 56 bytes into a 64-byte block and always spans three) costs three 64-byte fetches (192 bytes), and no kernel can
 approach the sector count. This script reads the default, then times kernels with
 the limit set to each of 32, 64 and 128 bytes and left at the default, interleaved call by call; each call timed as the
-device time is (``kbstudy.timing.device_timed_call`` after ``l2_flusher(device, "read")``: a clean, cold L2, the host
+device time is (``kbstudy.harness.timing.device_timed_call`` after ``l2_flusher(device, "read")``: a clean, cold L2, the host
 hidden behind a spin kernel, CUDA events). Workloads: the shipped kernels of problems 1 (512-byte rows, whole sectors:
 a control), 5 (4-byte state entries) and 6 at full size on their first input set, and copies of problem 6's
 compulsory and sector bytes (streams: a control). The limit is process-wide state: this is a diagnostic outside the
@@ -87,10 +87,10 @@ def main() -> None:
         sys.exit("bench_l2_fetch_granularity.py needs a CUDA GPU (it sets a CUDA device limit and times with events)")
     from bench_l2_flush import interleaved_device_times, problem_bytes, quartile_row
 
-    from kbstudy.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
-    from kbstudy.dlrm_bench.gpu_run import floor_inputs
-    from kbstudy.dlrm_bench.roofline import compulsory_work
-    from kbstudy.timing import l2_flusher, spin_cycles_per_us
+    from kbstudy.suites.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
+    from kbstudy.suites.dlrm_bench.gpu_run import floor_inputs
+    from kbstudy.suites.dlrm_bench.roofline import compulsory_work
+    from kbstudy.harness.timing import l2_flusher, spin_cycles_per_us
 
     device = "cuda"
     torch.set_grad_enabled(False)

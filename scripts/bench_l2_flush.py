@@ -3,17 +3,17 @@
 A timed call is preceded by an L2 flush so that it finds none of its operands in the cache. KernelBench's
 ``clear_l2_cache`` and ``triton.testing.do_bench`` flush by *writing* a buffer larger than the L2; that leaves the L2
 full of the buffer's dirty lines, and the next call, as it evicts them, pays for their write-back to DRAM. This script
-measures that cost. Each call is timed as the device time is (``kbstudy.timing.device_timed_call``: a 2 ms spin kernel
+measures that cost. Each call is timed as the device time is (``kbstudy.harness.timing.device_timed_call``: a 2 ms spin kernel
 enqueued before the start event hides the host; CUDA events), after one of four L2 states, interleaved call by call:
 
-* ``write``: the flush buffer zeroed (``kbstudy.timing.l2_flusher(device, "write")``, the per-call timing's flush);
+* ``write``: the flush buffer zeroed (``kbstudy.harness.timing.l2_flusher(device, "write")``, the per-call timing's flush);
 * ``write_read``: zeroed, then a second buffer as large read (its dirty lines written back before the call);
 * ``read``: the flush buffer read only (``l2_flusher(device, "read")``, the device time's flush);
 * ``none``: no flush (warm: what the previous call left).
 
 Workloads: ``dst.copy_(src)`` moving each DLRM-Bench problem's compulsory bytes (half read, half written; the floors'
-``bytes`` at full size, ``kbstudy.dlrm_bench.roofline``), copies of generic sizes, and the shipped kernels of the twelve
-problems at full size on their first input set (``kbstudy.dlrm_bench.instantiate``). Medians, first and third
+``bytes`` at full size, ``kbstudy.suites.dlrm_bench.roofline``), copies of generic sizes, and the shipped kernels of the twelve
+problems at full size on their first input set (``kbstudy.suites.dlrm_bench.instantiate``). Medians, first and third
 quartiles over ``--reps`` calls per state, in us; ``host_overran`` counts calls (over all four states) whose host work
 outlasted the spin. GPU only. On the H200 (session 15, ``outputs/records/h200-flush-s15``)::
 
@@ -37,9 +37,9 @@ COLUMNS = ("kind", "label", "bytes", "state", "median_us", "q1_us", "q3_us", "re
 
 
 def quartile_row(samples_us: list[float]) -> tuple[float, float, float]:
-    """``(median, q1, q3)`` of per-call times (us; inclusive quartiles, as ``kbstudy.timing.summarize``). Raises
+    """``(median, q1, q3)`` of per-call times (us; inclusive quartiles, as ``kbstudy.harness.timing.summarize``). Raises
     ``ValueError`` on an empty list."""
-    from kbstudy.timing import summarize
+    from kbstudy.harness.timing import summarize
 
     stats = summarize(samples_us)
     return stats.median, stats.q1, stats.q3
@@ -48,13 +48,13 @@ def quartile_row(samples_us: list[float]) -> tuple[float, float, float]:
 def interleaved_device_times(fn, before: dict, *, reps: int, device: str, spin_cycles: int,
                              spin_us: float) -> tuple[dict, dict]:
     """Device times of ``fn()`` under several states, interleaved call by call: three warm-up calls, then ``reps``
-    rounds, each running ``before[label]()`` (if not ``None``) and one :func:`kbstudy.timing.device_timed_call` (no
+    rounds, each running ``before[label]()`` (if not ``None``) and one :func:`kbstudy.harness.timing.device_timed_call` (no
     flush of its own; a spin of ``spin_cycles`` hides the host) for every label in order. Returns ``(samples,
     overran)``: per label, the times in us, and how many of its calls had host work outlasting the spin (``spin_us``).
     Shared by this script (L2 states) and ``bench_l2_fetch_granularity.py`` (fetch-granularity settings)."""
     import torch
 
-    from kbstudy.timing import device_timed_call
+    from kbstudy.harness.timing import device_timed_call
 
     for _ in range(3):  # warm-up: autotuning, compilation, allocator
         fn()
@@ -73,11 +73,11 @@ def interleaved_device_times(fn, before: dict, *, reps: int, device: str, spin_c
 
 
 def problem_bytes(problem, device: str, seed: int = 42) -> float:
-    """Compulsory bytes of DLRM-Bench ``problem`` at full size (``kbstudy.dlrm_bench.roofline.compulsory_work``, from
-    what the floors are computed from: ``kbstudy.dlrm_bench.gpu_run.floor_inputs``; for the problems whose totals are
+    """Compulsory bytes of DLRM-Bench ``problem`` at full size (``kbstudy.suites.dlrm_bench.roofline.compulsory_work``, from
+    what the floors are computed from: ``kbstudy.suites.dlrm_bench.gpu_run.floor_inputs``; for the problems whose totals are
     random (2, 7, 8) on the input set of ``seed`` built on ``device``)."""
-    from kbstudy.dlrm_bench.gpu_run import floor_inputs
-    from kbstudy.dlrm_bench.roofline import compulsory_work
+    from kbstudy.suites.dlrm_bench.gpu_run import floor_inputs
+    from kbstudy.suites.dlrm_bench.roofline import compulsory_work
 
     consts, inputs = floor_inputs(problem, 1.0, device, seed)
     return float(compulsory_work(problem.problem_id, consts, inputs).bytes)
@@ -95,8 +95,8 @@ def main() -> None:
 
     if not torch.cuda.is_available():
         sys.exit("bench_l2_flush.py needs a CUDA GPU (it times with CUDA events and a spin kernel)")
-    from kbstudy.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
-    from kbstudy.timing import l2_flusher, spin_cycles_per_us
+    from kbstudy.suites.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
+    from kbstudy.harness.timing import l2_flusher, spin_cycles_per_us
 
     device = "cuda"
     torch.set_grad_enabled(False)

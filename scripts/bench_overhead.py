@@ -27,10 +27,10 @@ def main() -> None:
     parser.add_argument("--json", help="also write the summary here")
     args = parser.parse_args()
 
-    from kbstudy.candidates import null_candidates
-    from kbstudy.evaluate import EvalConfig, evaluate_batch, hardware_label
-    from kbstudy.problems import load_problems
-    from kbstudy.records import RecordStore
+    from kbstudy.harness.candidates import null_candidates
+    from kbstudy.harness.orchestrator import EvalConfig, evaluate_batch, hardware_label
+    from kbstudy.harness.problems import load_problems
+    from kbstudy.records.store import RecordStore
 
     problems = load_problems(Path(args.kernelbench) / "kernelbench_levels_1-3.jsonl", levels=[1],
                              problem_ids=args.problems)

@@ -26,14 +26,14 @@ the row ids loaded two steps ahead. Configs with ``PF = 2`` also ``prefetch.glob
 4 (two steps before their register loads; SASS ``CCTL.E.PF2``, one instruction per unit and warp like the load, no
 register): more rows in flight than the registers hold, at ~1.8x the instructions per row. ``triton.autotune`` ranks
 :data:`_CONFIGS` per (R, lookups, pattern) in the state the project judges a kernel in (:func:`_bench`:
-``kbstudy.timing.time_device``, L2 flushed by a read, host hidden behind a spin); every config's median is printed and
+``kbstudy.harness.timing.time_device``, L2 flushed by a read, host hidden behind a spin); every config's median is printed and
 kept.
 
 **What is timed.** Per R and pattern (``random``: the problems' ``torch.randint`` lookups, a fixed seed on the GPU;
-``sequential``: rows 0 .. n - 1), one call of the kernel by ``kbstudy.timing.time_device`` (the project's judged device
+``sequential``: rows 0 .. n - 1), one call of the kernel by ``kbstudy.harness.timing.time_device`` (the project's judged device
 time: L2 flushed by a read before each call, a 2 ms spin hides the host, CUDA events; 20 calls), after a check that the
 programs' xors combine to the xor of every gathered word (torch). Reported per row: median, first and third quartile
-(us); distinct rows (``kbstudy.dlrm_bench.roofline.expected_unique``; and the count in the lookups drawn) and their
+(us); distinct rows (``kbstudy.suites.dlrm_bench.roofline.expected_unique``; and the count in the lookups drawn) and their
 bytes (*touched bytes*, what a floor charges: distinct rows x R); *sector bytes*, the 32-byte DRAM sectors those rows
 span (``expected_sectors`` x 32: 155.6 bytes per distinct 136-byte row at these lookups, 1.144x its bytes, adjacent
 drawn rows sharing sectors; R bytes for R a multiple of 32);
@@ -109,11 +109,11 @@ MAX_PPS = max(c.kwargs["PPS"] for c in _CONFIGS)
 
 
 def _bench(kernel_call, quantiles=None):
-    """Autotuning benchmark, timed as the project judges a kernel: :func:`kbstudy.timing.time_device` (before each of
+    """Autotuning benchmark, timed as the project judges a kernel: :func:`kbstudy.harness.timing.time_device` (before each of
     20 calls the L2 flushed by *reading* a buffer twice its size, the host hidden behind a spin kernel, CUDA events;
     two warm-up calls). Returns the quantiles asked (in that order; a number for one) of the calls, in ms, as
     ``triton.testing.do_bench`` does."""
-    from kbstudy.timing import time_device
+    from kbstudy.harness.timing import time_device
 
     times = sorted(time_device(kernel_call, device="cuda", reps=20).samples)
     n = len(times)
@@ -383,13 +383,13 @@ def measure(table: torch.Tensor, r: int, patterns: dict, *, out: torch.Tensor, s
             timer=None, log=print) -> list[tuple]:
     """The table's rows for each pattern: ``patterns`` maps a name (:data:`PATTERNS`) to its indices. Per pattern:
     the first call ranks the configs, its xor is checked against :func:`reference_xor`, then ``timer(fn, reps)``
-    (default ``kbstudy.timing.time_device``: a ``DeviceTiming``, ms) times it. Returns one :data:`COLUMNS` tuple per
+    (default ``kbstudy.harness.timing.time_device``: a ``DeviceTiming``, ms) times it. Returns one :data:`COLUMNS` tuple per
     pattern and prints a line each through ``log``."""
-    from kbstudy.dlrm_bench.roofline import SECTOR_BYTES, expected_sectors, expected_unique
-    from kbstudy.timing import summarize
+    from kbstudy.suites.dlrm_bench.roofline import SECTOR_BYTES, expected_sectors, expected_unique
+    from kbstudy.harness.timing import summarize
 
     if timer is None:
-        from kbstudy.timing import time_device
+        from kbstudy.harness.timing import time_device
 
         def timer(fn, reps):
             return time_device(fn, device=str(table.device), reps=reps)

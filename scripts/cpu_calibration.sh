@@ -7,7 +7,7 @@
 set -euo pipefail
 KB=${1:-../shared/kernelbench}
 OUT=outputs/records/cpu-calibration
-SCALE=0.015625        # 1/64 of every module-level size (kbstudy.problems.scale_source)
+SCALE=0.015625        # 1/64 of every module-level size (kbstudy.harness.problems.scale_source)
 DLRM_SCALE=0.001953125  # 1/512: DLRM-Bench's CPU scale (outputs/records/cpu-dlrm)
 COMMON=(--device cpu --no-progress)
 

@@ -21,10 +21,10 @@
 # top5: the five largest level-1 configurations; rest: the other two (gemini-1.5-flash's current fp32 kernels were
 # measured before, in outputs/records/h200-level1-fp32, and are measured again here in the same settings).
 # Environment overrides (tests, partial runs): RECORDS_DIR, KB_DIR, NGPU, RUN_TIMEOUT, LOAD_TIMEOUT, MIN_LEFT, MIN_LEFT_CHEAP, CHUNKS, RUN_GROUPS,
-# PRECISIONS, VERSIONS, EXTRA_EVAL_ARGS, SKIP_FLAG (the bf16 flag; unset: probe kbstudy.evaluate.EvalConfig), SUMMARY=0
+# PRECISIONS, VERSIONS, EXTRA_EVAL_ARGS, SKIP_FLAG (the bf16 flag; unset: probe kbstudy.harness.orchestrator.EvalConfig), SUMMARY=0
 # (no summary table at the end), DRY_RUN=1 (print the commands, run nothing), REDO=1 (run the phases PHASE_REGEX
 # matches even if done: with EXTRA_EVAL_ARGS="--retry-outcome out_of_memory" a done phase's records of that outcome
-# are evaluated again and their new records replace the old ones in $OUT/rec (kbstudy.release.merge_record_folders:
+# are evaluated again and their new records replace the old ones in $OUT/rec (kbstudy.pipeline.release.merge_record_folders:
 # the newest record per identity); its other records are kept, as in any resumed phase), RETRY_PHASES=<regex> (the
 # done phases it matches run first, with RETRY_ARGS, default "--retry-outcome out_of_memory", and then the call goes
 # on with the pending phases: e.g. RETRY_PHASES='top5\.p026-050\.current\.fp32' bash scripts/h200_leaderboard.sh 540).
@@ -101,14 +101,14 @@ phase_command() {
     $EXTRA_EVAL_ARGS
 }
 
-# the evaluator may know to record float32-only kernels at bf16 without running them (kbstudy.candidates
+# the evaluator may know to record float32-only kernels at bf16 without running them (kbstudy.harness.candidates
 # scan_dtype_support; see docs/leaderboard_h200.md): use it when it is there
 if [ -z "${SKIP_FLAG+set}" ]; then
   SKIP_FLAG=""
   # (in a dry run too, so that it prints the commands a real call runs)
   # (the option's name, not `kbstudy eval --help`: rich cuts long option names to the terminal's width, 80 columns
   # without a terminal, and the grep of the help text never matched)
-  if python3 -c "import sys, dataclasses; from kbstudy.evaluate import EvalConfig
+  if python3 -c "import sys, dataclasses; from kbstudy.harness.orchestrator import EvalConfig
 sys.exit(0 if 'skip_float32_only' in {f.name for f in dataclasses.fields(EvalConfig)} else 1)" 2>/dev/null; then
     SKIP_FLAG=--skip-float32-only
   fi
@@ -140,7 +140,7 @@ if [ "$DRY_RUN" = 1 ]; then
 fi
 
 merge_slot() {  # the records of the phase that ran in slot $1 into $OUT/rec (one record per key; $OUT/rec is a source too)
-  python3 -c "import sys; from kbstudy.release import merge_record_folders as m; print(m(sys.argv[1], sys.argv[1:]))" \
+  python3 -c "import sys; from kbstudy.pipeline.release import merge_record_folders as m; print(m(sys.argv[1], sys.argv[1:]))" \
     "$OUT/rec" "$OUT/work/g$1" 2>&1 | tail -1
 }
 

@@ -1,4 +1,4 @@
-"""Hand-made evaluation records that follow ``kbstudy.records`` exactly (written with ``RecordStore.append``), for the
+"""Hand-made evaluation records that follow ``kbstudy.records.store`` exactly (written with ``RecordStore.append``), for the
 scoring, notebook and study tests. Every expected value in those tests is computed by hand from these rows.
 
 :func:`write_calibration_slice` instead copies real records: a fixture-sized slice of the committed CPU calibration,
@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kbstudy.records import EvaluationRecord, RecordStore, ReferenceRecord, evaluation_key, reference_key
+from kbstudy.records.schema import EvaluationRecord, ReferenceRecord, evaluation_key, reference_key
+from kbstudy.records.store import RecordStore
 
 NAMES = {1: "1_Square_matrix_multiplication_.py", 2: "2_Standard_matrix_multiplication_.py", 3: "19_ReLU.py",
          4: "23_Softmax.py", 5: "36_RMSNorm_.py", 6: "40_LayerNorm.py"}

@@ -28,8 +28,8 @@ os.environ["TRITON_INTERPRET"] = "1"
 import pytest
 import torch
 
-from kbstudy.candidates import load_candidates
-from kbstudy.problems import load_problems, scale_source
+from kbstudy.harness.candidates import load_candidates
+from kbstudy.harness.problems import load_problems, scale_source
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "kbstudy" / "examples" / "triton"

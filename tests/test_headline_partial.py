@@ -10,8 +10,11 @@ import pytest
 from typer.testing import CliRunner
 
 from fixture_records import record, write_store
-from kbstudy import headline, plots, published, scoring
-from kbstudy.records import load_evaluations
+from kbstudy.analysis import headline
+from kbstudy.analysis import figures as plots
+from kbstudy.analysis import published
+from kbstudy.analysis import scoring
+from kbstudy.records.frames import load_evaluations
 
 CONV = "54_conv_standard_3D__square_input__square_kernel.py"
 
@@ -108,7 +111,7 @@ def test_throughput_per_call(two_calls):
 
 
 def test_throughput_command_per_call(two_calls):
-    from kbstudy.cli import app
+    from kbstudy.cli.app import app
 
     result = CliRunner().invoke(app, ["throughput", str(two_calls), "--per-call"])
     assert result.exit_code == 0, result.output

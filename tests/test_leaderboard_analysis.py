@@ -14,8 +14,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kbstudy import headline, published, scoring
-from kbstudy.records import RecordStore
+from kbstudy.analysis import headline
+
+from kbstudy.analysis import published
+
+from kbstudy.analysis import scoring
+from kbstudy.records.store import RecordStore
 
 REPO = Path(__file__).resolve().parent.parent
 KB = Path(os.environ.get("KBSTUDY_KERNELBENCH_DIR", REPO.parent / "shared" / "kernelbench"))
@@ -190,7 +194,7 @@ def test_throughput_from_timestamps(records):
 
 
 def test_release_dataset(tmp_path):
-    from kbstudy.release import merge_record_folders, write_release
+    from kbstudy.pipeline.release import merge_record_folders, write_release
 
     out = tmp_path / "release"
     paths = write_release([H200, SMOKE], out, name="h200-test", root=REPO)
@@ -231,7 +235,7 @@ def test_release_dataset(tmp_path):
 def test_release_names_evaluations_whose_reference_record_is_missing(tmp_path):
     """An evaluations file that came back without its references (session 10's watched run of current 93-100): the
     release says which problems' reference timings are missing, and warns."""
-    from kbstudy.release import orphan_evaluations, write_release
+    from kbstudy.pipeline.release import orphan_evaluations, write_release
 
     partial = tmp_path / "partial"
     partial.mkdir()
@@ -262,7 +266,7 @@ def _script(out: Path, **env) -> subprocess.CompletedProcess:
 
 
 def test_gpu_script_runs_resumes_and_matches_the_study(tmp_path):
-    from kbstudy.study import load_study
+    from kbstudy.pipeline.study import load_study
 
     dry = _script(tmp_path / "dry", DRY_RUN="1", RECORDS_DIR=str(tmp_path / "none"))
     assert dry.returncode == 0, dry.stderr
@@ -343,7 +347,7 @@ def test_gpu_script_redo_keeps_the_retried_records(tmp_path):
 def test_merge_keeps_the_newest_record_of_each_identity(tmp_path):
     """Per evaluation identity (key, model configuration, sample): the newest record, whichever folder holds it; the
     same code under two configurations stays two records; a stale copy merged later changes nothing."""
-    from kbstudy.release import merge_record_folders
+    from kbstudy.pipeline.release import merge_record_folders
 
     rows = [json.loads(line) for line in (H200 / "evaluations.jsonl").read_text().splitlines()[:3]]
     refs = [json.loads(line) for line in (H200 / "references.jsonl").read_text().splitlines()[:2]]
@@ -399,7 +403,7 @@ def test_gpu_script_keeps_every_slot_busy_and_merges_each_phase(tmp_path):
 
 
 def test_h200_study_files_and_notebook_params():
-    from kbstudy.study import load_run_inputs, load_study, notebook_parameters, project_path
+    from kbstudy.pipeline.study import load_run_inputs, load_study, notebook_parameters, project_path
 
     studies = [load_study(REPO / "params" / "study" / n) for n in ("h200_level1_fp32.yaml",
                                                                      "h200_level1_leaderboard.yaml")]

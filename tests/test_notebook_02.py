@@ -1,6 +1,6 @@
 """Notebook 02 (correctness audit) rendered with papermill from real records (a fixture-sized slice of the committed
 CPU calibration, plus the committed H200 smoke run and the CPU DLRM-Bench run): the CSV tables it writes must equal
-``kbstudy.audit`` on the same records, its printed output must be clean, and the rendered notebook must pass strict
+``kbstudy.analysis.audit`` on the same records, its printed output must be clean, and the rendered notebook must pass strict
 nbval when re-run. The H200 params file is checked for a folder that does not exist yet (a GPU run to come)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from fixture_records import write_calibration_slice
-from kbstudy import audit
+from kbstudy.analysis import audit
 
 pytest.importorskip("papermill")
 pytest.importorskip("jupytext")
@@ -28,7 +28,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
-    from kbstudy.study import _load_mapping, render_notebook
+    from kbstudy.pipeline.study import _load_mapping, render_notebook
 
     tmp = tmp_path_factory.mktemp("nb02")
     calibration = write_calibration_slice(tmp)
@@ -83,7 +83,7 @@ def test_tables_equal_audit(rendered):
 
 
 def test_h200_params_read_each_candidate_once_and_tolerate_a_run_to_come():
-    from kbstudy.study import _load_mapping
+    from kbstudy.pipeline.study import _load_mapping
 
     params = _load_mapping(REPO / "params" / "02_correctness_audit.h200.yaml")
     folders, missing = audit.expand_records_dirs(params["records_dirs"])

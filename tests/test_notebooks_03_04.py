@@ -1,6 +1,6 @@
 """Notebooks 03 (addressable fraction) and 04 (DLRM-Bench) rendered with papermill from the committed CPU records
-(recommenders-style): the CSV tables they write must equal what ``kbstudy.profiling.report`` and
-``kbstudy.dlrm_bench.report`` compute from the same records, a few numbers are checked against the records
+(recommenders-style): the CSV tables they write must equal what ``kbstudy.analysis.profiles`` and
+``kbstudy.analysis.dlrm`` compute from the same records, a few numbers are checked against the records
 themselves, and the rendered notebooks must pass strict nbval on a re-run.
 
 The records (``outputs/records/cpu-profile``, ``outputs/records/cpu-dlrm``) are read-only inputs; everything the
@@ -24,10 +24,10 @@ import pytest
 pytest.importorskip("papermill")
 pytest.importorskip("jupytext")
 
-from kbstudy.dlrm_bench import report as dlrm_report  # noqa: E402
-from kbstudy.profiling import report as prof_report  # noqa: E402
+from kbstudy.analysis import dlrm as dlrm_report  # noqa: E402
+from kbstudy.analysis import profiles as prof_report  # noqa: E402
 from kbstudy.profiling.addressable import paper_comparison  # noqa: E402
-from kbstudy.records import RecordStore  # noqa: E402
+from kbstudy.records.store import RecordStore  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SANITIZE = REPO / "tests" / "nbval_sanitize.cfg"
@@ -41,7 +41,7 @@ pytestmark = pytest.mark.slow
 
 def _params(name: str, out_dir: Path) -> dict:
     """The notebook's committed cpu-default params, with the output folder redirected to ``out_dir``."""
-    from kbstudy.study import _load_mapping
+    from kbstudy.pipeline.study import _load_mapping
 
     params = _load_mapping(REPO / "params" / f"{name}.cpu-default.yaml")
     params["output_dir"] = str(out_dir)
@@ -53,7 +53,7 @@ def rendered(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     """``{notebook: (ipynb, output_dir)}`` for notebooks 03 and 04, rendered once for the module."""
     if not (PROFILE_RECORDS / "workloads.jsonl").exists() or not (DLRM_RECORDS / "evaluations.jsonl").exists():
         pytest.skip("committed CPU records absent")
-    from kbstudy.study import render_notebook
+    from kbstudy.pipeline.study import render_notebook
 
     tmp = tmp_path_factory.mktemp("nb0304")
     out = {}
@@ -234,10 +234,10 @@ def test_rendered_notebooks_pass_nbval(rendered):
 @pytest.mark.skipif(not (H200_PROFILE_RECORDS / "workloads.jsonl").exists() or not H200_REPORT.exists(),
                     reason="H200 profile records or rendering absent")
 def test_committed_h200_rendering_equals_report_on_its_records():
-    """The committed H200 notebook 3 (``outputs/reports/h200/``) shows what ``kbstudy.profiling.report`` computes from
+    """The committed H200 notebook 3 (``outputs/reports/h200/``) shows what ``kbstudy.analysis.profiles`` computes from
     the committed records with its params (main folder plus the earlier call's kernel tables): a stale rendering fails
     here, without re-executing it (``make nbval`` does that)."""
-    from kbstudy.study import _load_mapping, project_path
+    from kbstudy.pipeline.study import _load_mapping, project_path
 
     params = _load_mapping(REPO / "params" / "03_addressable_fraction.h200.yaml")
     assert params["output_dir"] == "outputs/reports/h200/03_addressable_fraction"
@@ -295,13 +295,13 @@ def _code_without_docstrings(source: str) -> str:
 @pytest.mark.skipif(not (REPO / "outputs" / "reports" / "h200" / "04_dlrm_bench.ipynb").exists(),
                     reason="H200 notebook 4 rendering absent")
 def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
-    """The committed H200 notebook 4 shows what ``kbstudy.dlrm_bench.report`` computes from the records its params
+    """The committed H200 notebook 4 shows what ``kbstudy.analysis.dlrm`` computes from the records its params
     name (session 16's last run, of the kernels of commit cbec50b, compared with session 15's run and with the
     session's first full run, which holds eleven of the twelve files): a stale rendering fails here. The records say
     which record is which file, that the two new kernels (5 and 12) took less device time than the files they replace
     where both were measured in the same run, and that the device time of one file reproduces between runs."""
-    from kbstudy.dlrm_bench import load_dlrm_candidates
-    from kbstudy.study import _load_mapping, project_path
+    from kbstudy.suites.dlrm_bench import load_dlrm_candidates
+    from kbstudy.pipeline.study import _load_mapping, project_path
 
     params = _load_mapping(REPO / "params" / "04_dlrm_bench.h200.yaml")
     assert params["records_dir"] == "outputs/records/h200-dlrm-s16-final"

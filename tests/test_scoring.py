@@ -1,4 +1,4 @@
-"""kbstudy.scoring against hand-computed values (fixture rows in tests/fixture_records.py)."""
+"""kbstudy.analysis.scoring against hand-computed values (fixture rows in tests/fixture_records.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from fixture_records import all_records, config_a, record, write_store
-from kbstudy import scoring
-from kbstudy.records import load_evaluations
+from kbstudy.analysis import scoring
+from kbstudy.records.frames import load_evaluations
 
 
 @pytest.fixture()

@@ -1,4 +1,4 @@
-"""kbstudy.study: study files, the evaluation step (through the real evaluate_batch, on a tiny CPU config) and the
+"""kbstudy.pipeline.study: study files, the evaluation step (through the real evaluate_batch, on a tiny CPU config) and the
 notebook step."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kbstudy import study as study_mod
-from kbstudy.records import RecordStore
+from kbstudy.pipeline import study as study_mod
+from kbstudy.records.store import RecordStore
 
 REPO = Path(__file__).resolve().parent.parent
 KERNELBENCH = REPO.parent / "shared" / "kernelbench"

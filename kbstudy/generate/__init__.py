@@ -6,7 +6,7 @@
 * :mod:`~kbstudy.generate.store`   -- the generation store: every reply kept, resume, export to a candidate set
 * :mod:`~kbstudy.generate.run`     -- the run: concurrency limit, progress bar, one record per reply
 * :mod:`~kbstudy.generate.replay`  -- rebuild candidates from stored replies, with no network
-* :mod:`~kbstudy.generate.cli`     -- ``kbstudy generate`` and ``kbstudy replay``
+* :mod:`~kbstudy.cli.generate`     -- ``kbstudy generate`` and ``kbstudy replay``
 
 Importing this package does not import ``openai`` (only :mod:`client` and :mod:`run` do), so replay and evaluation
 work where it is not installed.

@@ -33,7 +33,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-#: Target backends a model may be asked to write for (a subset of :data:`kbstudy.candidates.BACKENDS`).
+#: Target backends a model may be asked to write for (a subset of :data:`kbstudy.harness.candidates.BACKENDS`).
 TARGET_BACKENDS = ("triton", "cuda")
 #: Sent as the key to endpoints that need none (vLLM, SGLang and Ollama ignore it; the openai package needs one).
 NO_KEY_PLACEHOLDER = "EMPTY"

@@ -22,7 +22,7 @@ import string
 from pathlib import Path
 
 from kbstudy.generate.config import TARGET_BACKENDS
-from kbstudy.problems import Problem, sha256_text
+from kbstudy.harness.problems import Problem, sha256_text
 
 TEMPLATES_DIR = Path(__file__).resolve().parent / "templates"
 #: How each target backend is named in the prompt.

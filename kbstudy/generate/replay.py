@@ -2,7 +2,7 @@
 
 Anyone holding a released ``generations.jsonl`` can rerun the study: :func:`replay_generations` reads every record,
 takes the code out of each verbatim reply again (:func:`kbstudy.generate.prompts.extract_code`, the same rule the run
-used) and writes the candidates in the format :func:`kbstudy.candidates.load_candidates` reads. Nothing is imported
+used) and writes the candidates in the format :func:`kbstudy.harness.candidates.load_candidates` reads. Nothing is imported
 that could reach an endpoint. Given the problems, it also checks that each record's problem is the one loaded (same
 SHA-256) and that the template of this kbstudy version renders the very prompt that was sent.
 """
@@ -13,10 +13,10 @@ import dataclasses
 from pathlib import Path
 from typing import Sequence
 
-from kbstudy.candidates import Candidate, write_candidates_jsonl
+from kbstudy.harness.candidates import Candidate, write_candidates_jsonl
 from kbstudy.generate.prompts import PromptTemplateError, extract_code, load_template, render_prompt
 from kbstudy.generate.store import GENERATIONS_FILE, GenerationRecord, GenerationStore, candidate_from_record
-from kbstudy.problems import Problem
+from kbstudy.harness.problems import Problem
 
 
 @dataclasses.dataclass

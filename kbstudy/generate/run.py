@@ -20,7 +20,7 @@ from kbstudy.generate.config import ModelConfig, resolve_api_key
 from kbstudy.generate.prompts import Prompt, extract_code, load_template, render_prompt
 from kbstudy.generate.store import (FINAL_STATUSES, GenerationRecord, GenerationStore, base_record, code_sha256,
                                     generation_id, summarize)
-from kbstudy.problems import Problem
+from kbstudy.harness.problems import Problem
 
 
 @dataclasses.dataclass
@@ -58,7 +58,7 @@ def _provenance() -> dict:
     import openai
 
     import kbstudy
-    from kbstudy.provenance import git_commit
+    from kbstudy.records.provenance import git_commit
 
     return {"git_commit": git_commit(), "kbstudy_version": kbstudy.__version__, "openai_version": openai.__version__}
 
@@ -133,7 +133,7 @@ def generate_candidates(problems: Sequence[Problem], config: ModelConfig, out: s
     """Generate ``config.samples_per_problem`` candidates for each problem into the store folder ``out``.
 
     Args:
-        problems: the problems to ask for (e.g. from :func:`kbstudy.problems.load_problems`).
+        problems: the problems to ask for (e.g. from :func:`kbstudy.harness.problems.load_problems`).
         config: the model configuration.
         out: the store's folder (``generations.jsonl``, ``candidates.jsonl``, ``model_config.json``).
         progress: show a progress bar (tqdm, on stderr).

@@ -3,8 +3,8 @@
 Store layout (one folder per model configuration and prompt template, e.g. ``outputs/generations/qwen-triton``)::
 
     model_config.json   the model configuration (no key), its fingerprint and the template's SHA-256
-    generations.jsonl   one GenerationRecord a line, appended atomically (kbstudy.records.append_jsonl)
-    candidates.jsonl    the candidates with usable code, in the format kbstudy.candidates.load_candidates reads
+    generations.jsonl   one GenerationRecord a line, appended atomically (kbstudy.records.store.append_jsonl)
+    candidates.jsonl    the candidates with usable code, in the format kbstudy.harness.candidates.load_candidates reads
 
 A :class:`GenerationRecord` holds the prompt (chat messages), the request's settings, the reply verbatim (the
 message text and the whole response body), the code taken from it, token usage, latency, tries and the template's
@@ -28,10 +28,10 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from kbstudy.candidates import Candidate, make_candidate, write_candidates_jsonl
+from kbstudy.harness.candidates import Candidate, make_candidate, write_candidates_jsonl
 from kbstudy.generate.config import ModelConfig
-from kbstudy.problems import Problem, sha256_text
-from kbstudy.records import append_jsonl, iter_jsonl
+from kbstudy.harness.problems import Problem, sha256_text
+from kbstudy.records.store import append_jsonl, iter_jsonl
 
 GENERATION_SCHEMA_VERSION = 1
 #: Record statuses; the first two are final (never requested again), the third is retried by a rerun.

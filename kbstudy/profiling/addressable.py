@@ -23,7 +23,7 @@ from typing import Iterable, Mapping
 
 import pandas as pd
 
-from kbstudy.profiling.classify import CATEGORIES
+from kbstudy.harness.kernel_classes import CATEGORIES
 
 ADDRESSABLE_RULES: dict[str, frozenset[str]] = {
     "non_vendor": frozenset({"embedding", "normalization", "softmax", "reduction", "elementwise", "triton"}),

@@ -16,7 +16,7 @@ How the GPU numbers are made (``../shared/research/workloads-anchors.md`` (besid
 
 On a CPU (no device), the table is per ATen operator: the sum of each operator's **self** CPU time (time not spent in
 child operators), so nothing is counted twice; user annotations, ``autograd::`` bookkeeping, and view/allocation
-operators (:data:`~kbstudy.profiling.classify.VIEW_OR_ALLOC_OPS`) are left out and reported as unattributed time.
+operators (:data:`~kbstudy.harness.kernel_classes.VIEW_OR_ALLOC_OPS`) are left out and reported as unattributed time.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from kbstudy.profiling.classify import VIEW_OR_ALLOC_OPS, classify_kernel, classify_op, op_base_name
+from kbstudy.harness.kernel_classes import VIEW_OR_ALLOC_OPS, classify_kernel, classify_op, op_base_name
 
 TABLE_COLUMNS = ("name", "time_us", "time_us_per_step", "calls", "calls_per_step", "category", "top_op", "ops")
 

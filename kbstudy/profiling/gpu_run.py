@@ -8,7 +8,7 @@ CPU (tiny configurations, per-ATen-operator self time; the same code path)::
 
     python -m kbstudy.profiling.gpu_run --device cpu --tiny --out outputs/records/cpu-profile --overwrite
 
-Files written under ``--out`` (JSONL through :func:`kbstudy.records.append_jsonl`, one line per record):
+Files written under ``--out`` (JSONL through :func:`kbstudy.records.store.append_jsonl`, one line per record):
 
 * ``kernels.jsonl``      one row per (workload, kernel name) -- or (workload, ATen operator) on CPU: time in µs
   (summed over the active steps, and per step), calls, category, launching operator;
@@ -39,9 +39,9 @@ import torch
 from kbstudy.profiling import workloads as W
 from kbstudy.profiling.addressable import DEFAULT_RULE, addressable_fraction, rule_categories
 from kbstudy.profiling.capture import profile_steps, time_steps
-from kbstudy.profiling.classify import (CATEGORIES, SOURCES, classify_kernel_source, classify_op_source,
+from kbstudy.harness.kernel_classes import (CATEGORIES, SOURCES, classify_kernel_source, classify_op_source,
                                        matching_rule)
-from kbstudy.records import append_jsonl
+from kbstudy.records.store import append_jsonl
 
 KERNELS_FILE, WORKLOADS_FILE, NAMES_FILE = "kernels.jsonl", "workloads.jsonl", "kernel_names.json"
 
@@ -99,7 +99,7 @@ def run(out: str | os.PathLike, device: str | None = None, tiny: bool | None = N
             p.unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
 
-    from kbstudy.provenance import collect  # after CUDA is usable: collect() asks for the device name
+    from kbstudy.records.provenance import collect  # after CUDA is usable: collect() asks for the device name
 
     prov = collect(device)
     run_id = out.name

@@ -33,7 +33,7 @@ def levels_file(kernelbench_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def all_problems(levels_file: Path):
     """Every problem of levels 1-3 (loaded once per session)."""
-    from kbstudy.problems import load_problems
+    from kbstudy.harness.problems import load_problems
 
     return load_problems(levels_file)
 

@@ -23,9 +23,9 @@ def cpu_config(**overrides):
     """An ``EvalConfig`` for fast CPU batches (no torch.compile baseline, small timing budget, short timeouts).
 
     The extra trials' seeds are fixed (``1000 + i``) unless given, so a test's inputs do not change between runs; a
-    real batch draws them (``kbstudy.variants.draw_seeds``)."""
-    from kbstudy.evaluate import EvalConfig
-    from kbstudy.variants import VARIANTS
+    real batch draws them (``kbstudy.verdict.trials.draw_seeds``)."""
+    from kbstudy.harness.orchestrator import EvalConfig
+    from kbstudy.verdict.trials import VARIANTS
 
     settings = dict(run="core-test", device="cpu", size_scale=0.0625, compile_baseline=False, progress=False,
                     timing=dict(FAST_TIMING), run_timeout_s=20, load_timeout_s=60)
@@ -49,7 +49,7 @@ def torch_candidate(body: str, *, level: int = 1, problem_id: int, name: str, pr
     ``name``. The name is written into the source, so two candidates never share a source (nor an evaluation key)."""
     import textwrap
 
-    from kbstudy.candidates import make_candidate
+    from kbstudy.harness.candidates import make_candidate
 
     source = (f"# kbstudy test candidate: {name}\nimport torch\nimport torch.nn as nn\n" + textwrap.dedent(prelude) + "\n\nclass ModelNew(nn.Module):\n"
               "    def __init__(self):\n        super().__init__()\n\n    def forward(self, x):\n"

@@ -1,5 +1,5 @@
 """Checks v4: kbstudy's accuracy verdict with three metrics and bounds that adapt to the reference's own error
-(``kbstudy.verify.accuracy_failure``), the problem flags on the reference record, and what they change in the
+(``kbstudy.verdict.checks.accuracy_failure``), the problem flags on the reference record, and what they change in the
 calibration (``docs/verifier.md``, "kbstudy's check (as implemented)" and "What the calibration found").
 
 Real level-1 problems at 1/64 of their sizes through ``evaluate_batch`` (one bf16 batch), and the reference session
@@ -14,13 +14,17 @@ import math
 import pytest
 import torch
 
-from kbstudy import audit, verify
-from kbstudy.calibration import calibration_findings
-from kbstudy.candidates import null_candidates
-from kbstudy.evaluate import evaluate_batch
-from kbstudy.problems import scale_source
-from kbstudy.records import EvaluationRecord, RecordStore, ReferenceRecord, load_frames
-from kbstudy.reference import ReferenceSession
+from kbstudy.analysis import audit
+
+from kbstudy.verdict import checks as verify
+from kbstudy.analysis.calibration import calibration_findings
+from kbstudy.harness.candidates import null_candidates
+from kbstudy.harness.orchestrator import evaluate_batch
+from kbstudy.harness.problems import scale_source
+from kbstudy.records.frames import load_frames
+from kbstudy.records.schema import EvaluationRecord, ReferenceRecord
+from kbstudy.records.store import RecordStore
+from kbstudy.harness.child.reference import ReferenceSession
 
 from .helpers import REPO, cpu_config, torch_candidate
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kbstudy import verify, worker
-from kbstudy.evaluate import evaluate_batch
-from kbstudy.records import RecordStore
+from kbstudy.verdict import checks as verify
+
+from kbstudy.harness.child import worker
+from kbstudy.harness.orchestrator import evaluate_batch
+from kbstudy.records.store import RecordStore
 
 from .helpers import cpu_config, records_by_config, torch_candidate
 
@@ -171,7 +173,7 @@ def test_inputs_equal():
 
 
 def test_inputs_equal_across_devices_compares_chunk_by_chunk(monkeypatch):
-    """The host-copy comparison (:func:`kbstudy.worker._equal_across_devices`) slices both tensors; here both are on
+    """The host-copy comparison (:func:`kbstudy.harness.child.worker._equal_across_devices`) slices both tensors; here both are on
     the CPU and a chunk is 8 float32 elements, so a change is found in the first, a middle and the last chunk."""
     monkeypatch.setattr(worker, "COMPARE_CHUNK_BYTES", 32)
     x = torch.randn(6, 7)  # 42 elements: 5 full chunks and a 2-element tail
@@ -211,7 +213,7 @@ def test_pristine_copy_is_an_exact_private_copy():
 
 def test_integrity_notes_say_where_pristine_copies_went():
     """The worker's per-trial report of host-held pristine copies lands in the record's metadata, per trial."""
-    from kbstudy.evaluate import _note_integrity
+    from kbstudy.harness.orchestrator import _note_integrity
 
     meta: dict = {}
     _note_integrity(meta, 0, {"inputs_mutated": [], "global_state": [], "reused_inputs": False,

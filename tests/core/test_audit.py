@@ -1,4 +1,4 @@
-"""``kbstudy.audit`` on real records: a fixture-sized slice of the CPU calibration as committed before checks v4
+"""``kbstudy.analysis.audit`` on real records: a fixture-sized slice of the CPU calibration as committed before checks v4
 (``tests/fixtures/cpu-calibration-v1``, the path that recomputes flags and the v4 verdict from recorded metrics) and of
 the committed one made under checks v4 (``outputs/records/cpu-calibration``), copied line by line into a temporary
 folder by ``fixture_records.write_calibration_slice``; and the committed H200 and DLRM-Bench records. Expected values are read off the records themselves (quoted in the comments) or follow from the definitions."""
@@ -16,8 +16,10 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from kbstudy import audit, verify
-from kbstudy.calibration import SOLO_LANE, assign_lanes, problem_footprint, select_by_footprint
+from kbstudy.analysis import audit
+
+from kbstudy.verdict import checks as verify
+from kbstudy.analysis.calibration import SOLO_LANE, assign_lanes, problem_footprint, select_by_footprint
 
 from fixture_records import CALIBRATION_SLICE_V1, write_calibration_slice
 
@@ -144,7 +146,7 @@ def test_recorded_flags_are_used_when_present(records):
     refs.loc[matvec, "low_spread"] = False
     f = audit.null_findings(ev, refs, ["bf16"])
     assert _row(f, "bf16", 1, 4, "mean").violation
-    # a recorded unjudgeable False is read under the current rule (kbstudy.calibration.resolve_unjudgeable): with the
+    # a recorded unjudgeable False is read under the current rule (kbstudy.analysis.calibration.resolve_unjudgeable): with the
     # reference's own error at 2.5e-3, 4 x that admits the mean (5.9e-3), and no variant rejected it: excused
     refs.loc[matvec, "reference_rel_l2_error"] = 2.5e-3
     mean = _row(audit.null_findings(ev, refs, ["bf16"]), "bf16", 1, 4, "mean")
@@ -296,7 +298,7 @@ def test_lanes_deal_small_problems_round_robin_and_keep_large_or_unsized_ones_so
 
 
 def test_calibrate_cli_lanes_split_the_problems_without_overlap(levels_file, tmp_path):
-    from kbstudy.cli import app
+    from kbstudy.cli.app import app
 
     base = ["calibrate", "--problems", str(levels_file), "--level", "1", "--problem-id", "19", "--problem-id", "21",
             "--problem-id", "22", "--device", "cpu", "--no-progress", "--precision", "fp32", "--size-scale",
@@ -327,7 +329,7 @@ def test_calibrate_cli_lanes_split_the_problems_without_overlap(levels_file, tmp
 
 
 def test_calibrate_cli_options(levels_file, tmp_path):
-    from kbstudy.cli import app
+    from kbstudy.cli.app import app
 
     base = ["calibrate", "--out", str(tmp_path / "c"), "--device", "cpu", "--no-progress"]
     bad = CliRunner().invoke(app, base + ["--problems", str(levels_file), "--dlrm"])

@@ -1,4 +1,4 @@
-"""The background CUDA build queue (``kbstudy.evaluate.BuildQueue``), on a CPU.
+"""The background CUDA build queue (``kbstudy.harness.orchestrator.BuildQueue``), on a CPU.
 
 The build process only imports the candidate's source (which is what compiles a ``load_inline`` extension), so these
 candidates are detected as CUDA (``__global__`` in a comment) but need no compiler: what is tested is the queue --
@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from kbstudy.candidates import make_candidate
-from kbstudy.evaluate import BuildQueue, EvalConfig
-from kbstudy.worker import BUILD_NICENESS
+from kbstudy.harness.candidates import make_candidate
+from kbstudy.harness.orchestrator import BuildQueue, EvalConfig
+from kbstudy.harness.child.worker import BUILD_NICENESS
 
 MODEL_NEW = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
 
@@ -96,7 +96,7 @@ def test_close_cancels_builds_not_started(tmp_path):
 def test_a_build_process_that_cannot_start_is_a_result_not_an_exception(tmp_path, monkeypatch):
     """The OS refusing a process (out of PIDs, a broken pipe) fails that build only; the batch goes on and the worker
     builds the candidate itself later."""
-    from kbstudy import evaluate
+    from kbstudy.harness import orchestrator as evaluate
 
     def no_process(*args, **kwargs):
         raise OSError("Resource temporarily unavailable")
@@ -113,7 +113,7 @@ def test_child_kill_from_two_threads_closes_the_pipe_once(monkeypatch):
     # the connection, and the second close hit a closed descriptor (EBADF: a flaky test under CPU load)
     import threading
 
-    from kbstudy.evaluate import Child, _start_forkserver
+    from kbstudy.harness.orchestrator import Child, _start_forkserver
 
     _start_forkserver("cpu")
     child = Child()
@@ -189,7 +189,7 @@ def test_a_live_build_lock_is_waited_for_not_removed(tmp_path):
     # a second loader of the same candidate (two batches sharing a cache) waits for the first, whose lock file is live
     import threading
 
-    from kbstudy.execution import extensions_lock
+    from kbstudy.harness.execution import extensions_lock
 
     root = tmp_path / "ext_root"
     holding, release = threading.Event(), threading.Event()
@@ -215,7 +215,7 @@ def test_a_live_build_lock_is_waited_for_not_removed(tmp_path):
 
 
 def test_without_an_extensions_folder_nothing_is_locked(monkeypatch):
-    from kbstudy.execution import extensions_lock
+    from kbstudy.harness.execution import extensions_lock
 
     monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
     with extensions_lock() as removed:
@@ -226,7 +226,7 @@ def test_an_unlockable_extensions_folder_loads_unlocked(tmp_path, monkeypatch):
     # a file system without flock must not turn every candidate's load into an error
     import fcntl
 
-    from kbstudy import execution
+    from kbstudy.harness import execution
 
     def no_flock(*args):
         raise OSError(37, "No locks available")

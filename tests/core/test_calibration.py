@@ -9,13 +9,13 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from kbstudy import verify
-from kbstudy.calibration import MUST_FAIL, PROBES, calibration_findings
-from kbstudy.candidates import CALIBRATION_NULLS, null_candidates
-from kbstudy.cli import app
-from kbstudy.evaluate import evaluate_batch
-from kbstudy.problems import make_problem
-from kbstudy.records import RecordStore
+from kbstudy.verdict import checks as verify
+from kbstudy.analysis.calibration import MUST_FAIL, PROBES, calibration_findings
+from kbstudy.harness.candidates import CALIBRATION_NULLS, null_candidates
+from kbstudy.cli.app import app
+from kbstudy.harness.orchestrator import evaluate_batch
+from kbstudy.harness.problems import make_problem
+from kbstudy.records.store import RecordStore
 
 from .helpers import cpu_config
 
@@ -255,8 +255,8 @@ def test_zeros_and_mean_reach_every_output_of_a_tuple_returning_problem(tmp_path
     """DLRM-Bench 5 returns ``(rows, new_weight)``: its ``zeros`` and ``mean`` nulls map over the outputs (before this
     they raised on the tuple, a ``runtime_error`` on every machine) and are rejected; single-output problems keep the
     original sources, so their record keys do not move."""
-    from kbstudy import candidates
-    from kbstudy.dlrm_bench import load_dlrm_problems
+    from kbstudy.harness import candidates
+    from kbstudy.suites.dlrm_bench import load_dlrm_problems
 
     (problem,) = load_dlrm_problems(1.0, [5])
     assert candidates._returns_sequence(problem.source)
@@ -316,7 +316,7 @@ def test_calibrate_report_judges_old_records_as_the_audit_does():
     violation of the calibration rule."""
     from pathlib import Path
 
-    from kbstudy.calibration import folder_findings
+    from kbstudy.analysis.calibration import folder_findings
 
     folder = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-calibration" / "level1-bf16"
     if not (folder / "evaluations.jsonl").exists():
@@ -418,7 +418,7 @@ def test_h200_level2_dropout_problem_is_unjudgeable_on_its_committed_records():
     null's acceptance, so the level-2/3 calibration has no violation."""
     from pathlib import Path
 
-    from kbstudy.calibration import folder_findings
+    from kbstudy.analysis.calibration import folder_findings
 
     folder = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-calibration" / "level23-fp32"
     if not (folder / "evaluations.jsonl").exists():
@@ -476,7 +476,7 @@ def test_the_committed_h200_calibration_is_complete_and_its_counts_hold():
     level 3 or on DLRM-Bench."""
     from pathlib import Path
 
-    from kbstudy.calibration import folder_findings
+    from kbstudy.analysis.calibration import folder_findings
 
     root = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-calibration"
     zeros_pass = {("level1", "fp32"): 2, ("level1", "bf16"): 4, ("dlrm", "fp32"): 0, ("dlrm", "bf16"): 0}

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from kbstudy.candidates import (
+from kbstudy.harness.candidates import (
     CALIBRATION_NULLS,
     HONEST_EXTRA_NULLS,
     NULL_CANDIDATES,
@@ -18,7 +18,7 @@ from kbstudy.candidates import (
     null_candidates,
     write_candidates_jsonl,
 )
-from kbstudy.problems import sha256_text
+from kbstudy.harness.problems import sha256_text
 
 
 @pytest.fixture(scope="module")

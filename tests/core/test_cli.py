@@ -7,7 +7,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from kbstudy.cli import app
+from kbstudy.cli.app import app
 
 #: a wide console, so rich does not wrap the summary table's cells
 runner = CliRunner(env={"COLUMNS": "200"})
@@ -121,7 +121,7 @@ def test_summary_prints(cli_run):
 
 def test_failure_reasons_blank_numbers_and_rank():
     pd = pytest.importorskip("pandas")
-    from kbstudy.cli import failure_reasons
+    from kbstudy.cli.app import failure_reasons
 
     frame = pd.DataFrame([
         {"model_config": "m", "outcome": "timeout", "error_message": "run: no reply within 60 s", "kbstudy_correct": None,

@@ -1,6 +1,6 @@
 """GPU-only checks of the evaluation path (skipped without CUDA): the host-synchronised cross-check of the CUDA-event
 timing catches work left running on a side stream, the custom-kernel share tells a Triton kernel from cuBLAS, and
-the device time (``kbstudy.timing.time_device``) leaves out host work that the per-call time holds.
+the device time (``kbstudy.harness.timing.time_device``) leaves out host work that the per-call time holds.
 
 Real problems (KernelBench level 1: 1_Square_matrix_multiplication_ at half size, 19_ReLU at 1/10) and real
 candidate sources, through ``evaluate_batch``. Run on a GPU machine with::
@@ -13,10 +13,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kbstudy.candidates import make_candidate
-from kbstudy.evaluate import EvalConfig, evaluate_batch
-from kbstudy.records import RecordStore
-from kbstudy.timing import DEVICE_TIME_CHECKED_CALLS
+from kbstudy.harness.candidates import make_candidate
+from kbstudy.harness.orchestrator import EvalConfig, evaluate_batch
+from kbstudy.records.store import RecordStore
+from kbstudy.harness.timing import DEVICE_TIME_CHECKED_CALLS
 
 from .helpers import records_by_config
 
@@ -214,7 +214,7 @@ def test_time_pool_checks_random_device_time_calls():
     """``time_pool(keep_outputs=True, device_time=True)``: the last ``DEVICE_TIME_CHECKED_CALLS`` entries of
     ``checked`` are device-time calls' (distinct indices after the timed calls), each on the pool entry that call
     had, with that entry's answer."""
-    from kbstudy.timing import time_pool
+    from kbstudy.harness.timing import time_pool
 
     pool = [[torch.full((1 << 10,), float(v), device="cuda")] for v in (1.0, 2.0, 3.0)]
     timed = time_pool(lambda x: x * 2, pool, device="cuda", keep_outputs=True, device_time=True, warmup_ms=0.0,
@@ -230,7 +230,7 @@ def test_the_reading_flush_leaves_the_next_call_less_to_write_back():
     """The device time's flush reads its buffer (``l2_flusher(..., "read")``) and leaves clean lines; the per-call
     timing's writes it and leaves dirty ones, whose write-back the next call pays: a 64 MB copy's device time is
     lower after the reading flush (session 15 on the H200: 17.6 vs 20.4 us, ``scripts/bench_l2_flush.py``)."""
-    from kbstudy.timing import time_device
+    from kbstudy.harness.timing import time_device
 
     src = torch.ones(32 << 20, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
@@ -247,7 +247,7 @@ def test_device_time_holds_a_host_synchronisation_inside_the_call():
     launch)."""
     import time
 
-    from kbstudy.timing import time_device
+    from kbstudy.harness.timing import time_device
 
     x = torch.randn(1 << 20, device="cuda")
 
@@ -265,7 +265,7 @@ def test_device_time_holds_a_host_synchronisation_inside_the_call():
 def test_a_slow_call_gets_no_device_time():
     """``time_pool(device_time=True)`` measures the device time, except for a call slower than ``slow_call_ms`` (no
     speedup candidate: its stage's time goes to its timing)."""
-    from kbstudy.timing import time_pool
+    from kbstudy.harness.timing import time_pool
 
     pool = [[torch.randn(1 << 16, device="cuda")], [torch.randn(1 << 16, device="cuda")]]
     kwargs = dict(device="cuda", device_time=True, warmup_ms=0.0, min_warmup=2, budget_ms=1.0, min_reps=5, max_reps=5)
@@ -277,7 +277,7 @@ def test_a_slow_call_gets_no_device_time():
 def test_device_time_calls_get_fresh_values():
     """Each device-time call of ``time_pool`` gets the next pool entry's values in the same buffers first, as the
     timed calls do, so a result cached by pointer is not timed as a kernel."""
-    from kbstudy.timing import time_pool
+    from kbstudy.harness.timing import time_pool
 
     seen = []
 
@@ -296,18 +296,18 @@ def test_device_time_calls_get_fresh_values():
 def test_copy_at_size_is_a_plausible_bandwidth():
     """A copy of 256 MB by device time: positive, quartiles around the median, and below 10 TB/s (HBM3e peaks near
     4.8 TB/s on an H200; an L2-resident copy would show as an impossible rate)."""
-    from kbstudy.dlrm_bench.roofline import copy_at_size
+    from kbstudy.suites.dlrm_bench.roofline import copy_at_size
 
     result = copy_at_size(256e6, "cuda")
     assert 0 < result["copy_q1_ms"] <= result["copy_ms"] <= result["copy_q3_ms"]
-    assert result["copy_flush"] == "read"  # the device time's clean flush (kbstudy.timing.DEVICE_FLUSH_MODE)
+    assert result["copy_flush"] == "read"  # the device time's clean flush (kbstudy.harness.timing.DEVICE_FLUSH_MODE)
     assert 256e6 / (result["copy_ms"] * 1e-3) < 10e12
 
 
 def test_large_input_pristine_copy_lives_in_host_memory(monkeypatch):
     """Inputs above ``PRISTINE_HOST_BYTES`` keep their pristine copy on the host, and the inputs-mutated check
     still sees a one-element change across the two devices."""
-    from kbstudy import worker
+    from kbstudy.harness.child import worker
 
     monkeypatch.setattr(worker, "PRISTINE_HOST_BYTES", 1 << 10)
     x = torch.randn(4096, device="cuda")

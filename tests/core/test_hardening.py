@@ -15,12 +15,18 @@ import math
 import pytest
 import torch
 
-from kbstudy import execution, timing, variants, verify
-from kbstudy.evaluate import EvalConfig, evaluate_batch
-from kbstudy.kernel_share import custom_kernel_share, kernel_origin
-from kbstudy.problems import scale_source
-from kbstudy.records import RecordStore
-from kbstudy.reference import ReferenceSession
+from kbstudy.harness import execution
+
+from kbstudy.harness import timing
+
+from kbstudy.verdict import trials as variants
+
+from kbstudy.verdict import checks as verify
+from kbstudy.harness.orchestrator import EvalConfig, evaluate_batch
+from kbstudy.harness.kernel_share import custom_kernel_share, kernel_origin
+from kbstudy.harness.problems import scale_source
+from kbstudy.records.store import RecordStore
+from kbstudy.harness.child.reference import ReferenceSession
 
 from .helpers import REPO, cpu_config, records_by_config, torch_candidate
 
@@ -75,7 +81,7 @@ def hardened(problem_by_name, tmp_path_factory):
         torch_candidate(_ONLY_NONNEGATIVE, problem_id=19, name="identity"),
         torch_candidate(_ABS_TRICK, problem_id=19, name="abs"),
         torch_candidate(_KNOWS_THE_SEEDS, problem_id=19, name="knows_the_seeds",
-                        prelude="from kbstudy.execution import kernelbench_trial_seeds\n"
+                        prelude="from kbstudy.harness.execution import kernelbench_trial_seeds\n"
                                 "_KB_SEEDS = set(kernelbench_trial_seeds(5))"),
         torch_candidate(_COUNTER_CACHE, problem_id=19, name="counter_cache", prelude="_CALLS = 0\n_CACHE = {}"),
         torch_candidate(_POINTER_CACHE_AFTER_TRIALS, problem_id=19, name="pointer_cache",

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from kbstudy.candidates import load_candidates, make_candidate, null_candidates
-from kbstudy.evaluate import evaluate_batch
-from kbstudy.problems import make_problem
-from kbstudy.records import OUTCOMES, RecordStore
+from kbstudy.harness.candidates import load_candidates, make_candidate, null_candidates
+from kbstudy.harness.orchestrator import evaluate_batch
+from kbstudy.harness.problems import make_problem
+from kbstudy.records.schema import OUTCOMES
+from kbstudy.records.store import RecordStore
 
 from .helpers import cpu_config, records_by_config, torch_candidate
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kbstudy.problems import (ProblemLoadError, load_problems, make_problem, operator_category, scale_candidate_source,
+from kbstudy.harness.problems import (ProblemLoadError, load_problems, make_problem, operator_category, scale_candidate_source,
                               scale_source)
 
 

@@ -9,19 +9,10 @@ import re
 
 import pytest
 
-from kbstudy.candidates import null_candidates
-from kbstudy.evaluate import evaluate_batch
-from kbstudy.records import (
-    OUTCOMES,
-    SCHEMA_VERSION,
-    EvaluationRecord,
-    RecordStore,
-    ReferenceRecord,
-    append_jsonl,
-    evaluation_key,
-    iter_jsonl,
-    reference_key,
-)
+from kbstudy.harness.candidates import null_candidates
+from kbstudy.harness.orchestrator import evaluate_batch
+from kbstudy.records.schema import OUTCOMES, SCHEMA_VERSION, EvaluationRecord, ReferenceRecord, evaluation_key, reference_key
+from kbstudy.records.store import RecordStore, append_jsonl, iter_jsonl
 
 from .helpers import REPO, cpu_config, torch_candidate
 
@@ -261,7 +252,7 @@ def test_schema_doc_documents_every_field(cls):
 def test_identical_code_gets_a_record_per_candidate(problem_by_name, tmp_path):
     """Two samples of one configuration and one sample of another, all the same source: measured once, three records
     (pass@k counts both samples; the second configuration is not silently missing). A rerun writes nothing."""
-    from kbstudy.candidates import make_candidate
+    from kbstudy.harness.candidates import make_candidate
 
     problem = problem_by_name["19_ReLU.py"]
     source = ("import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n"
@@ -286,7 +277,7 @@ def test_identical_code_gets_a_record_per_candidate(problem_by_name, tmp_path):
 def test_skip_float32_only_records_the_reason_without_running(problem_by_name, tmp_path):
     """At bf16 with ``skip_float32_only``, a leaderboard CUDA kernel hard-coded to float is recorded as skipped for
     that reason (the scan's evidence in its message), and the flag is part of the settings key."""
-    from kbstudy.candidates import load_candidates
+    from kbstudy.harness.candidates import load_candidates
 
     from .helpers import LEADERBOARD_FILE, kernelbench_path
 

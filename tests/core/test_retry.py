@@ -12,8 +12,8 @@ import json
 
 import pytest
 
-from kbstudy.evaluate import ChildPool, WorkerStartError, _start_forkserver, evaluate_batch
-from kbstudy.records import RecordStore
+from kbstudy.harness.orchestrator import ChildPool, WorkerStartError, _start_forkserver, evaluate_batch
+from kbstudy.records.store import RecordStore
 
 from .helpers import cpu_config, torch_candidate
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from kbstudy.timing import (HOST_BLOCK_CALLS, HOST_BLOCKS, SLOW_CALL_MS, SLOW_CALL_REPS, TimingStats,
+from kbstudy.harness.timing import (HOST_BLOCK_CALLS, HOST_BLOCKS, SLOW_CALL_MS, SLOW_CALL_REPS, TimingStats,
                             host_block_calls, median_ci_indices, summarize, time_callable)
 
 
@@ -166,7 +166,7 @@ def test_time_device_refuses_a_cpu():
     under the device-time name, and ``time_pool(device_time=True)`` on a CPU measures no device time."""
     import torch
 
-    from kbstudy import timing
+    from kbstudy.harness import timing
 
     with pytest.raises(ValueError, match="CUDA"):
         timing.time_device(lambda: None, device="cpu")
@@ -178,7 +178,7 @@ def test_time_device_refuses_a_cpu():
 def test_l2_flush_modes_are_checked_before_any_device_work():
     """The two L2 flushes are ``"write"`` (the per-call timing's, KernelBench's) and ``"read"`` (the device time's, a
     clean L2); an unknown mode is a clear error from both entry points, before anything touches a GPU."""
-    from kbstudy import timing
+    from kbstudy.harness import timing
 
     assert timing.FLUSH_MODES == ("write", "read") and timing.DEVICE_FLUSH_MODE == "read"
     with pytest.raises(ValueError, match="unknown L2 flush mode 'clean'"):
@@ -195,7 +195,7 @@ def test_call_sample_draws_uniformly_without_replacement():
     is an error."""
     import random
 
-    from kbstudy.timing import CallSample
+    from kbstudy.harness.timing import CallSample
 
     rng = random.Random(0)
     counts = [0] * 20
@@ -219,7 +219,7 @@ def test_call_sample_draws_uniformly_without_replacement():
 def test_device_time_fields_are_the_samples_statistics():
     """The record fields of a device-time measurement: median and quartiles of the samples (ms), the samples as
     floats in call order; an empty measurement is an error, not a record of zeros."""
-    from kbstudy.evaluate import device_time_fields
+    from kbstudy.harness.orchestrator import device_time_fields
 
     samples = [0.05, 0.01, 0.03, 0.02, 0.04]
     fields = device_time_fields(samples)

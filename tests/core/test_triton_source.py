@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = sorted((ROOT / "kbstudy" / "dlrm_bench" / "kernels").glob("*.py")) + sorted(
+SOURCES = sorted((ROOT / "kbstudy" / "suites" / "dlrm_bench" / "kernels").glob("*.py")) + sorted(
     (ROOT / "kbstudy" / "examples" / "triton").glob("*.py"))
 
 CHILD = r"""
 import json, sys
-from kbstudy.execution import load_module
+from kbstudy.harness.execution import load_module
 report = {}
 for path in sys.argv[1:]:
     name = path.rsplit("/", 1)[-1][:-3]

@@ -7,10 +7,12 @@ import math
 import pytest
 import torch
 
-from kbstudy import execution, verify
-from kbstudy.candidates import null_candidates
-from kbstudy.evaluate import evaluate_batch
-from kbstudy.records import RecordStore
+from kbstudy.harness import execution
+
+from kbstudy.verdict import checks as verify
+from kbstudy.harness.candidates import null_candidates
+from kbstudy.harness.orchestrator import evaluate_batch
+from kbstudy.records.store import RecordStore
 
 from .helpers import cpu_config, records_by_config, torch_candidate
 

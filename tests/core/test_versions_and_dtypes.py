@@ -7,10 +7,10 @@ import collections
 
 import pytest
 
-from kbstudy.candidates import (DTYPE_SCAN_KEY, load_candidates, make_candidate, scan_dtype_support,
+from kbstudy.harness.candidates import (DTYPE_SCAN_KEY, load_candidates, make_candidate, scan_dtype_support,
                                 write_candidates_jsonl)
-from kbstudy.headline import DTYPE_ERROR_RE
-from kbstudy.problems import (PAPER_CATEGORIES, V0_NAMES, load_problems, operator_category, paper_category,
+from kbstudy.analysis.headline import DTYPE_ERROR_RE
+from kbstudy.harness.problems import (PAPER_CATEGORIES, V0_NAMES, load_problems, operator_category, paper_category,
                               version_changes)
 
 

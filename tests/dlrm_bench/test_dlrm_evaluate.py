@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from kbstudy.candidates import make_candidate
-from kbstudy.dlrm_bench import (DLRM_LEVEL, MODEL_CONFIG, load_dlrm_candidates, load_dlrm_problems,
+from kbstudy.harness.candidates import make_candidate
+from kbstudy.suites.dlrm_bench import (DLRM_LEVEL, MODEL_CONFIG, load_dlrm_candidates, load_dlrm_problems,
                                 problem_precision)
-from kbstudy.dlrm_bench.gpu_run import CPU_TIMING, PRECISIONS
-from kbstudy.evaluate import EvalConfig, evaluate_batch
-from kbstudy.records import RecordStore
+from kbstudy.suites.dlrm_bench.gpu_run import CPU_TIMING, PRECISIONS
+from kbstudy.harness.orchestrator import EvalConfig, evaluate_batch
+from kbstudy.records.store import RecordStore
 
 SCALE = 1 / 512
 IDS = (1, 5, 11)
@@ -77,7 +77,7 @@ def test_our_kernels_pass_both_verdicts(records):
         assert r["candidate_ms_median"] > 0 and r["eager_ms_median"] > 0  # timed, eager baseline from the reference
         assert "inputs_mutated" not in r["metadata"] and "global_state_changes" not in r["metadata"]
     assert rows[(11, MODEL_CONFIG)]["precision"] == "bf16" and rows[(1, MODEL_CONFIG)]["precision"] == "fp32"
-    # what the kernels' autotuners chose is recorded (kbstudy.worker.autotuned_configs): one config each under the
+    # what the kernels' autotuners chose is recorded (kbstudy.harness.child.worker.autotuned_configs): one config each under the
     # interpreter, so no benchmark
     tuned = rows[(5, MODEL_CONFIG)]["metadata"]["autotuned"]["_update_kernel"]
     assert tuned["configs"] == 1 and not tuned["timings_ms"], tuned
@@ -111,7 +111,7 @@ def test_problem5_is_functional_and_an_in_place_variant_is_caught(records):
 def test_problem5_reference_does_not_mutate_its_inputs():
     import torch
 
-    from kbstudy.dlrm_bench import exec_source
+    from kbstudy.suites.dlrm_bench import exec_source
 
     p = load_dlrm_problems(SCALE, [5])[0]
     ns = exec_source(p.source, p.name)
@@ -134,7 +134,9 @@ def test_gpu_run_candidates_measured_beside_ours(tmp_path, capsys):
     same run as ours, for the problems asked for. An edited copy of our problem-8 kernel is measured on its own; an
     identical copy is measured once with ours and recorded under its own configuration (``measurement_of``). Notebook
     4's table keeps ours; ``report.variants`` lists the other two beside it."""
-    from kbstudy.dlrm_bench import KERNELS_DIR, gpu_run, report
+    from kbstudy.suites.dlrm_bench import KERNELS_DIR
+    from kbstudy.suites.dlrm_bench import gpu_run
+    from kbstudy.analysis import dlrm as report
 
     name = "level_5_problem_8_sample_0_kernel.py"
     source = (KERNELS_DIR / name).read_text()

@@ -22,7 +22,7 @@ _SCRIPT = r"""
 import json, os, sys
 assert os.environ.get("TRITON_INTERPRET") == "1"
 import torch
-from kbstudy.dlrm_bench import load_dlrm_problems, load_dlrm_candidates, exec_source
+from kbstudy.suites.dlrm_bench import load_dlrm_problems, load_dlrm_candidates, exec_source
 scale = float(sys.argv[1])
 REL_L2_TOL = {"torch.float32": 1e-4, "torch.bfloat16": 3e-2, "torch.int64": 0.0}
 

@@ -45,7 +45,7 @@ assert os.environ.get("TRITON_INTERPRET") == "1"
 import numpy as np
 import torch
 import triton
-from kbstudy.dlrm_bench import load_dlrm_candidates, load_dlrm_problems, exec_source
+from kbstudy.suites.dlrm_bench import load_dlrm_candidates, load_dlrm_problems, exec_source
 
 PROBLEMS = {p.problem_id: p for p in load_dlrm_problems(1.0)}
 CANDS = {c.problem_id: c for c in load_dlrm_candidates()}

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from kbstudy.dlrm_bench import exec_source
+from kbstudy.suites.dlrm_bench import exec_source
 
-KERNELS = Path(__file__).resolve().parents[2] / "kbstudy" / "dlrm_bench" / "kernels"
+KERNELS = Path(__file__).resolve().parents[2] / "kbstudy" / "suites" / "dlrm_bench" / "kernels"
 FILES = sorted(KERNELS.glob("level_5_problem_*_sample_0_kernel.py"))
 SHARED = ("_specialization", "_launch")
 
@@ -103,7 +103,7 @@ def test_host_time_benchmark_counts_each_forwards_launches():
     import subprocess
     import sys
 
-    repo = KERNELS.parents[2]
+    repo = KERNELS.parents[3]
     proc = subprocess.run([sys.executable, str(repo / "scripts" / "bench_dlrm_host.py"), "--calls", "2",
                            "--repeats", "1"], capture_output=True, text=True, cwd=repo, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

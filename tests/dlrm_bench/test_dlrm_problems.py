@@ -5,10 +5,10 @@ import time
 import pytest
 import torch
 
-from kbstudy.candidates import load_candidates
-from kbstudy.dlrm_bench import (DLRM_LEVEL, KERNELS_DIR, MODEL_CONFIG, PROBLEMS_DIR, exec_source,
+from kbstudy.harness.candidates import load_candidates
+from kbstudy.suites.dlrm_bench import (DLRM_LEVEL, KERNELS_DIR, MODEL_CONFIG, PROBLEMS_DIR, exec_source,
                                 load_dlrm_candidates, load_dlrm_problems)
-from kbstudy.problems import load_problems, scale_source
+from kbstudy.harness.problems import load_problems, scale_source
 
 PROBLEMS = load_dlrm_problems()
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kbstudy.dlrm_bench import report
+from kbstudy.analysis import dlrm as report
 
 
 def test_report_launch_aware_view(tmp_path):
@@ -320,7 +320,7 @@ def test_device_time_view_sources_and_target(tmp_path):
     assert notes[-2].endswith(f"one empty Triton launch here takes {launch_us:.1f} us, so the gap is "
                               f"{gap.min() / launch_us:.1f}-{gap.max() / launch_us:.1f} launches' worth")
 
-    # a record with a cold device time (kbstudy.timing.time_device) is judged by it; the profiled call stays beside
+    # a record with a cold device time (kbstudy.harness.timing.time_device) is judged by it; the profiled call stays beside
     def with_cold(rows):
         out = []
         for r in rows:
@@ -356,7 +356,7 @@ def test_device_time_view_sources_and_target(tmp_path):
     assert pd.isna(view.loc[3, "device_flush"])  # a cold device time without metadata.device_time: unknown flush
     assert set(view["copy_flush"].dropna()) == {"write"}  # copies from before session 15 lack the key: "write"
 
-    # how the flush left the L2 (kbstudy.timing.l2_flusher): from metadata.device_time.flush; session 14's records
+    # how the flush left the L2 (kbstudy.harness.timing.l2_flusher): from metadata.device_time.flush; session 14's records
     # have metadata.device_time without the key, and their flush wrote its buffer
     def with_flush(flush):
         def rewrite(rows):
@@ -487,7 +487,7 @@ def test_variant_interval_and_summary(tmp_path):
 def test_variants_on_the_s7_records():
     """The twelve JIT-launched files beside the lean-launch ones in the same run: the interval of variant / ours is
     ``speedup_interval(jit samples, lean samples)``, and the summary sorts the problems by it."""
-    from kbstudy.timing import speedup_interval
+    from kbstudy.harness.timing import speedup_interval
 
     v = report.variants(S7_RECORDS).set_index("problem_id")
     assert len(v) == 12 and set(v["model_config"]) == {"kbstudy-triton-jit"} and v["correct"].all()

@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
-from kbstudy.dlrm_bench import exec_source, load_dlrm_problems
-from kbstudy.dlrm_bench.roofline import (Machine, Work, compulsory_work, expected_sectors, expected_unique, floor_ms,
+from kbstudy.suites.dlrm_bench import exec_source, load_dlrm_problems
+from kbstudy.suites.dlrm_bench.roofline import (Machine, Work, compulsory_work, expected_sectors, expected_unique, floor_ms,
                                          measure_machine, problem_floor)
-from kbstudy.dlrm_bench.gpu_run import _numeric_constants
+from kbstudy.suites.dlrm_bench.gpu_run import _numeric_constants
 
 MACHINE = Machine(device="cuda", name="test", bandwidth_bytes_per_s=4.0e12,
                   matmul_flops_per_s={"bf16": 800e12, "fp32": 50e12}, l2_bytes=60 << 20, method="fixed")
@@ -144,7 +144,7 @@ def test_problem12_flops_count_forward_and_backward():
 
 
 def test_launch_latency_and_launch_bound():
-    from kbstudy.dlrm_bench.roofline import LAUNCH_BOUND_FACTOR, launch_bound, launch_latency_ms
+    from kbstudy.suites.dlrm_bench.roofline import LAUNCH_BOUND_FACTOR, launch_bound, launch_latency_ms
 
     assert launch_latency_ms(MACHINE) is None and launch_latency_ms({}) is None  # measured before launches were
     m = {"details": {"launch_triton_ms": [0.030, 0.010, 0.012], "launch_torch_ms": [0.005]}}
@@ -168,7 +168,7 @@ def test_measure_machine_times_a_launch_on_cpu():
 def test_measure_machine_gather_bandwidth_on_cpu():
     """The gather ceiling (random 512-byte rows by ``index_select``): read + write bytes over the fastest call, an
     extra ``details`` column; the copy bandwidth (what the floors use) is still the machine's bandwidth."""
-    from kbstudy.dlrm_bench.roofline import GATHER_DIM
+    from kbstudy.suites.dlrm_bench.roofline import GATHER_DIM
 
     m = measure_machine("cpu", copy_bytes=1 << 20, matmul_n=64, reps=3, gather_rows=8192, gather_n=1024)
     d = m.details
@@ -184,7 +184,7 @@ def test_measure_machine_gather_bandwidth_on_cpu():
 
 def test_copy_at_size_needs_a_gpu():
     """The copy of the compulsory bytes is timed by device time, which a CPU does not have: a clear error."""
-    from kbstudy.dlrm_bench.roofline import copy_at_size
+    from kbstudy.suites.dlrm_bench.roofline import copy_at_size
 
     with pytest.raises(ValueError, match="CUDA"):
         copy_at_size(1 << 20, "cpu")
@@ -196,7 +196,9 @@ def test_gpu_floors_time_a_sector_copy_only_where_sectors_exceed_bytes(monkeypat
     (without its flush key). ``copy_at_size`` is replaced by a recorder (no GPU here) that returns the bytes it got."""
     import dataclasses
 
-    from kbstudy.dlrm_bench import gpu_run, roofline
+    from kbstudy.suites.dlrm_bench import gpu_run
+
+    from kbstudy.suites.dlrm_bench import roofline
 
     asked = []
 

@@ -14,7 +14,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 
 from bench_l2_flush import STATES, problem_bytes, quartile_row  # noqa: E402
 
-from kbstudy.dlrm_bench import load_dlrm_problems  # noqa: E402
+from kbstudy.suites.dlrm_bench import load_dlrm_problems  # noqa: E402
 
 S14_FLOORS = REPO / "outputs" / "records" / "h200-dlrm-s14" / "floors.jsonl"
 

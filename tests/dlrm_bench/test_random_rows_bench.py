@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(os.getcwd(), "scripts"))
 import numpy as np
 import torch
 import bench_random_rows as b
-from kbstudy.timing import DeviceTiming
+from kbstudy.harness.timing import DeviceTiming
 
 rows = []
 g = torch.Generator().manual_seed(6)
@@ -132,7 +132,7 @@ def test_interpreted_kernel_matches_torch(interpreted):
 def test_measurement_bookkeeping(interpreted):
     """The CSV row of each (R, pattern) from the stand-in timer (1..5 us: median 3, quartiles 2 and 4) and the
     roofline's expectations: distinct rows E[U], sectors (five 32-byte sectors per 136-byte row), rates."""
-    from kbstudy.dlrm_bench.roofline import expected_sectors, expected_unique
+    from kbstudy.suites.dlrm_bench.roofline import expected_sectors, expected_unique
 
     meas = {(m["row_bytes"], m["pattern"]): m for m in interpreted["measure"]}
     assert set(meas) == {(136, "random"), (136, "sequential"), (512, "random"), (512, "sequential")}

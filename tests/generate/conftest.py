@@ -21,7 +21,7 @@ from typing import Any, Callable
 import pytest
 import yaml
 
-from kbstudy.problems import load_problems
+from kbstudy.harness.problems import load_problems
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from conftest import API_KEY_ENV
 from typer.testing import CliRunner
 
-from kbstudy.candidates import load_candidates
-from kbstudy.generate.cli import app
+from kbstudy.harness.candidates import load_candidates
+from kbstudy.cli.generate import app
 
 runner = CliRunner()
 

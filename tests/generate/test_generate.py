@@ -12,7 +12,7 @@ import time
 import pytest
 from conftest import API_KEY, API_KEY_ENV, REPO, SERVED_MODEL, Reply, error_reply, recorded
 
-from kbstudy.candidates import load_candidates
+from kbstudy.harness.candidates import load_candidates
 from kbstudy.generate.client import EndpointAuthError, ModelNotFoundError
 from kbstudy.generate.config import ModelConfigError, load_model_config
 from kbstudy.generate.prompts import extract_code, load_template, render_prompt

@@ -8,7 +8,7 @@ import shutil
 import pytest
 import torch
 
-from kbstudy.candidates import detect_backend
+from kbstudy.harness.candidates import detect_backend
 from kbstudy.generate.prompts import (TEMPLATES_DIR, PromptTemplateError, available_templates, extract_code,
                                       load_template, render_prompt)
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kbstudy.profiling.classify import (CATEGORIES, KERNEL_RULES, classify_kernel, classify_kernel_source, classify_op,
+from kbstudy.harness.kernel_classes import (CATEGORIES, KERNEL_RULES, classify_kernel, classify_kernel_source, classify_op,
                                         classify_op_source)
-from kbstudy.records import iter_jsonl
+from kbstudy.records.store import iter_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FIXTURE = FIXTURES / "kernel_names.csv"

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("typer")
 from typer.testing import CliRunner  # noqa: E402
 
-from kbstudy.profiling.cli import app  # noqa: E402
+from kbstudy.cli.profile import app  # noqa: E402
 
 RECORDS = Path(__file__).resolve().parents[2] / "outputs" / "records"
 SOURCES = [RECORDS / "h200-profile" / "kernels.jsonl", RECORDS / "h200-profile-call3" / "kernels.jsonl"]

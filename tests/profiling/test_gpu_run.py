@@ -5,7 +5,7 @@ import json
 import pytest
 
 from kbstudy.profiling import gpu_run
-from kbstudy.records import iter_jsonl
+from kbstudy.records.store import iter_jsonl
 
 
 def test_plan_orders_seven_then_sweep_then_extras():

@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kbstudy.profiling import report
+from kbstudy.analysis import profiles as report
 
 H200 = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-profile"
 H200_CALL3 = H200.parent / "h200-profile-call3"

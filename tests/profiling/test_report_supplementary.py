@@ -15,8 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from kbstudy.profiling import report
-from kbstudy.records import iter_jsonl
+from kbstudy.analysis import profiles as report
+from kbstudy.records.store import iter_jsonl
 
 RECORDS = Path(__file__).resolve().parents[2] / "outputs" / "records"
 H200, CALL3, CPU = RECORDS / "h200-profile", RECORDS / "h200-profile-call3", RECORDS / "cpu-profile"

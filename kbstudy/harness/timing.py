@@ -1,0 +1,749 @@
+"""Timing: CUDA events with the L2 cache cleared between calls on a GPU, a monotonic clock on a CPU, and statistics.
+
+GPU method (after KernelBench ``src/kernelbench/timing.py`` ``time_execution_with_cuda_event``, with its known gaps
+closed): warm-up calls until ``warmup_ms`` of work (at least ``min_warmup`` calls); then each timed call is preceded by
+a device synchronisation and a write of a buffer twice the size of the L2 cache (at least 256 MiB, KernelBench's size)
+so no call finds its operands in L2; CUDA events are recorded on the current stream around the call alone; the device
+is synchronised before the elapsed time is read. The number of timed calls adapts to the call's duration: as many as
+fit in ``budget_ms`` of work, clamped to [``min_reps``, ``max_reps``]; a call slower than ``SLOW_CALL_MS`` (1 s, no
+speedup candidate on any KernelBench level-1 problem) in its second warm-up call gets no more warm-up and
+``SLOW_CALL_REPS`` timed calls, so a correct but very slow candidate is timed within its stage timeout instead of
+losing its timing (a slow *first* call, such as a compilation, changes nothing).
+
+CPU method: the same loop with ``time.perf_counter_ns`` around the call; no cache clearing (records say so through
+``timing_method = "cpu_perf_counter"``).
+
+Statistics: median with its distribution-free 95% confidence interval (order statistics of the binomial(n, 1/2)
+distribution, e.g. Conover, *Practical Nonparametric Statistics*, 3rd ed., §3.2), first and third quartiles, mean,
+standard deviation, min and max, all in milliseconds.
+
+**Fresh inputs for every timed call** (:func:`time_pool`; anti-caching, ``harness-anchors.md`` section 2, rows 5 and
+13). KernelBench times every call on one input set and never looks at the timed outputs, so a candidate that caches
+its answer (keyed on ``data_ptr``, ``id``, the shape or a call counter) is timed at the cost of a dictionary lookup.
+Here the caller supplies a *pool* of distinct input sets (different seeds, see :func:`pool_size` for its memory cap);
+before every call -- warm-up and timed alike, so the timed phase cannot be told from the warm-up -- the next set's
+values are copied into one set of private input buffers (outside the timed region) and the RNG is seeded with that
+set's seed (so stochastic problems stay checkable). The buffers keep their pointers while their values change, so a
+result cached by pointer, object or call count comes back stale. The outputs of the first and the last timed call of
+each pool entry are kept (cloned after the timed region) for the caller to check against the reference's answer for
+that entry's inputs. The same pool and the same loop time the reference baselines (``kbstudy.harness.child.reference``), so both
+sides pay the same per-call preparation (none of it timed). What this cannot catch: a cache keyed on the input
+*values* (a hash of all inputs costs a full read of them, which a timed call then pays) or on a sample of them.
+
+**Host-synchronised cross-check** (GPU only; :func:`timing_discrepancy`). CUDA events recorded on the current stream
+do not see work a candidate leaves running on another stream when the call returns (``harness-anchors.md`` row 6:
+KernelBench's ``non_default_stream_kernel``, helion PR #2994). After the event-timed calls, ``HOST_BLOCKS`` blocks of
+back-to-back calls on the last input set are timed with ``time.perf_counter`` between two
+``torch.cuda.synchronize()`` (which waits for every stream); the per-call time of the fastest block is compared with
+the event median.
+
+**Device time** (GPU only; :func:`time_device`). A timed call above holds the host's work until the kernels are enqueued
+(Python, argument handling, every launch), because its start event is recorded on an idle GPU; that is the study's
+per-call measure, as in KernelBench, and what a speedup compares. A floor (``kbstudy.suites.dlrm_bench.roofline``) bounds the
+*device's* work, so a kernel is compared with its floor by its device time: the L2 is flushed by *reading* the flush
+buffer (:data:`DEVICE_FLUSH_MODE`, below), then a spin kernel (``torch.cuda._sleep``, PyTorch's own test helper) is
+enqueued *before* the start event, so the host enqueues the call's launches while the GPU is still spinning, and the
+events see the call's kernels with a cold L2 and none of the host's time. What it keeps: each launch's GPU-side
+start-up, idle time between the call's kernels, and any host synchronisation inside the call (the GPU idles until the
+host sends the rest). This is the method of ``triton.testing.do_bench`` (L2 flushed, the host's enqueueing overlapped
+with the flush) made strict: a spin sized to outlast the host, checked per call (``host_overran`` counts calls whose
+host work outlasted it; their samples include host time). Nsight Compute's default ``--cache-control all`` also flushes
+caches before each measured kernel. Medians and quartiles over up to :data:`DEVICE_TIME_REPS` calls (fewer, at least
+:data:`DEVICE_TIME_MIN_REPS`, for a call over ``DEVICE_TIME_BUDGET_MS / DEVICE_TIME_REPS``); in :func:`time_pool` each
+call gets the next pool entry's values in the same buffers first (outside the timed region), as the timed calls do, so a
+result cached by pointer or version is not timed as a kernel, and the outputs of :data:`DEVICE_TIME_CHECKED_CALLS`
+device-time calls drawn at random (:class:`CallSample`) join the checked timed outputs (a candidate that skips work in
+these calls is caught unless none of its skipped calls is drawn); a call slower than :data:`SLOW_CALL_MS` gets no device
+time. What it cannot see: a candidate that detects the spin (e.g. by querying the stream) and is slower or faster under
+it without a wrong answer; the device time feeds no speedup.
+
+**How a flush leaves the L2** (:func:`l2_flusher`). Writing the flush buffer (KernelBench's ``clear_l2_cache``,
+``triton.testing.do_bench``'s ``cache.zero_()``) evicts every earlier line but leaves the L2 full of the buffer's
+*dirty* lines, and their write-back to DRAM happens while the next, timed call evicts them: the timed call pays for
+bytes it never touched, up to an L2's worth whatever it writes itself. Reading the buffer instead (a max-reduction into
+one element) writes the previous call's dirty lines back during the flush and leaves only clean lines; the timed call
+then pays for no earlier writes, while its own output lines still dirty in the L2 when it ends (at most the smaller of
+its output and the L2) are written back after its end event. Neither is a pipeline's steady state; the reading flush
+errs low by at most that remainder of the call's own writes, the writing flush high by the foreign write-back. On the
+H200 (L2 60 MB) the write-flush added 2.5-8.4 us to the device time of ten of our twelve DLRM-Bench kernels (1.6 and 0.2
+us to the compute-bound 10 and 11, nothing to kernel 5, whose host wait hides it) and 2.4-4.4 us to copies of the ten
+memory-bound problems' compulsory bytes (31-2059 MB), against the reading flush (``outputs/records/h200-flush-s15``,
+``scripts/bench_l2_flush.py``). The per-call timing keeps the write-flush: it is KernelBench's, a speedup compares two
+times that both pay it, and the study's records are comparable across sessions. The device time, which a floor bounds,
+uses the reading flush (:data:`DEVICE_FLUSH_MODE`); records say which (``metadata.device_time.flush``; records before
+session 15 lack the key and used the write-flush).
+
+**Significance of a speedup** (:func:`speedup_interval`): a two-sample percentile bootstrap of the ratio of medians
+(Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13 (percentile intervals) and ch. 8 (two-sample
+problems)): each sample set is resampled with replacement, independently, ``SPEEDUP_BOOTSTRAP_RESAMPLES`` times;
+the 95% interval of baseline median / candidate median is the 2.5th to 97.5th percentile of the resampled ratios.
+A speedup is *statistically distinguishable from 1* when that interval excludes 1. numpy only (the GPU image has no
+scipy); the generator is seeded, so a record's interval is reproducible from its samples. The interval covers the
+sampling noise within the two timing runs, not drift between them (they run at different times, in different
+processes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+import time
+from typing import Callable
+
+#: KernelBench's L2 flush size (``clear_l2_cache`` fills a 256 MiB int64 tensor); we use max(this, 2 x L2 size).
+MIN_FLUSH_BYTES = 256 * 1024 * 1024
+
+#: Timing pool: distinct input sets cycled through the timed calls. The pool's inputs may take at most
+#: ``TIMING_POOL_BYTES`` (1 GiB: the largest level-1 input set at full size is a few GiB, so such problems get the
+#: minimum), but there are always at least ``TIMING_POOL_MIN_SETS`` (2: the fewest that make a stale answer visible)
+#: and at most ``TIMING_POOL_MAX_SETS`` (4: each set's outputs are checked twice, and its reference answer computed
+#: once, so more sets cost verification time without catching more). See :func:`pool_size`.
+TIMING_POOL_BYTES = 1 << 30
+TIMING_POOL_MIN_SETS = 2
+TIMING_POOL_MAX_SETS = 4
+#: Bytes of timed outputs kept for checking (clones). Past this, only the last timed call of each entry is kept.
+CHECK_OUTPUT_BYTES = 2 << 30
+
+#: Host-synchronised cross-check (GPU): blocks of back-to-back calls, each ``HOST_BLOCK_CALLS`` long at most.
+HOST_BLOCKS = 3
+HOST_BLOCK_CALLS = 10
+#: ``timing_discrepancy`` threshold: host per-call time > RATIO x event median + ABS_MS. Why these values: for an
+#: honest call the host time of a block can only be *lower* than the event median (calls pipeline, nothing flushes
+#: L2 between them, and everything the call does on the host already lies inside its event window, since the GPU
+#: waits for it), so its ratio sits at or below ~1.1 (clock and thermal jitter). ``ABS_MS`` = 20 us covers what the
+#: host time has and the events lack: the one synchronisation per block (~10 us, amortised over the block) and the
+#: Python loop and ``perf_counter`` calls, which matter only when the event median is a few microseconds. Work left on
+#: another stream is paid in the host time alone, so the ratio is (visible + hidden) / visible: the check flags hidden
+#: work of more than half the measured time (a speedup inflated by more than 1.5x), and any hidden work above 20 us
+#: when the visible part is nearly nothing.
+DISCREPANCY_RATIO = 1.5
+DISCREPANCY_ABS_MS = 0.02
+
+#: Device time (:func:`time_device`): timed calls (fewer for a slow call: as many as fit ``DEVICE_TIME_BUDGET_MS``
+#: of work, at least ``DEVICE_TIME_MIN_REPS``) and the spin before each, in us. 2 ms outlasts every forward's host
+#: time measured on the H200 (at most ~450 us, DLRM-Bench kernel 5 with its host synchronisation:
+#: ``outputs/records/h200-dlrm-s13/gap``), and costs 20 x 2 ms = 40 ms of GPU time per candidate.
+DEVICE_TIME_REPS = 20
+DEVICE_TIME_MIN_REPS = 5
+DEVICE_TIME_BUDGET_MS = 500.0
+DEVICE_SPIN_US = 2000.0
+#: Device-time calls whose outputs :func:`time_pool` checks, drawn at random (:class:`CallSample`): to move the
+#: median device time a candidate must skip work in more than half of its 20 calls, and with 3 of 20 checked it
+#: escapes with probability C(9, 3) / C(20, 3) = 7 % at most (with 1 of 20 checked: 9 / 20 = 45 %).
+DEVICE_TIME_CHECKED_CALLS = 3
+#: The L2 flush of the device time (:func:`l2_flusher`): ``"read"`` leaves clean lines, so the call pays for no
+#: earlier writes (module docstring, "How a flush leaves the L2"). The per-call timing's flush is ``"write"``.
+DEVICE_FLUSH_MODE = "read"
+FLUSH_MODES = ("write", "read")
+
+#: Significance of a speedup (:func:`speedup_interval`): confidence, resamples, generator seed, and the fewest timed
+#: calls per side for the test to be made (below it the percentile interval of a median is meaningless).
+SPEEDUP_CONFIDENCE = 0.95
+SPEEDUP_BOOTSTRAP_RESAMPLES = 2000
+SPEEDUP_BOOTSTRAP_SEED = 0
+SPEEDUP_MIN_SAMPLES = 5
+
+#: A call slower than this (ms) is timed with fewer calls: two warm-up calls (a candidate has already run in every
+#: correctness trial; the first call of a ``torch.compile`` baseline compiles, so only a slow *second* call counts),
+#: ``SLOW_CALL_REPS`` timed calls and host blocks of one call. 1 s is 25x the
+#: slowest eager baseline of KernelBench level 1 on the H200 (66_conv_standard_3D v0, 41 ms;
+#: outputs/records/h200-level1-leaderboard), so such a call is no speedup candidate; at 10 timed calls, 3 warm-up
+#: calls and 9 host-check calls, a 4 s candidate (current 91_cumsum_reverse, claude-3.5-sonnet) ran past the 60 s
+#: stage timeout and lost its timing (session 9). ``SLOW_CALL_REPS`` keeps the speedup test possible.
+SLOW_CALL_MS = 1000.0
+SLOW_CALL_REPS = SPEEDUP_MIN_SAMPLES
+
+
+@dataclasses.dataclass(frozen=True)
+class TimingStats:
+    """Summary of timed calls, in milliseconds; ``n`` is the number of timed calls."""
+
+    median: float
+    q1: float
+    q3: float
+    mean: float
+    std: float
+    min: float
+    max: float
+    ci_low: float
+    ci_high: float
+    n: int
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    def as_fields(self, prefix: str) -> dict[str, float | int]:
+        """The stats as record fields ``{prefix}_ms_median`` ... and ``{prefix}_timing_trials``."""
+        fields = {f"{prefix}_ms_{k}": getattr(self, k) for k in
+                  ("median", "q1", "q3", "mean", "std", "min", "max", "ci_low", "ci_high")}
+        fields[f"{prefix}_timing_trials"] = self.n
+        return fields
+
+
+def median_ci_indices(n: int, confidence: float = 0.95) -> tuple[int, int]:
+    """0-based order-statistic indices (lo, hi) bracketing the median with at least ``confidence`` coverage.
+
+    Uses the binomial(n, 1/2) distribution of the number of samples below the median. For n < 6 no pair reaches 95%;
+    the full range (0, n-1) is returned. Raises ``ValueError`` for n < 1.
+    """
+    if n < 1:
+        raise ValueError("need at least one sample")
+    alpha = 1 - confidence
+    # largest k with P(Binom(n, .5) <= k-1) <= alpha/2; the interval is [x_(k), x_(n-k+1)] (1-based)
+    cdf = 0.0
+    k = 0
+    for j in range(n + 1):
+        p = math.comb(n, j) / 2**n
+        if cdf + p > alpha / 2:
+            break
+        cdf += p
+        k = j + 1
+    if k == 0:
+        return 0, n - 1
+    return k - 1, n - k
+
+
+def summarize(samples_ms: list[float]) -> TimingStats:
+    """Statistics of timed calls (ms). Raises ``ValueError`` on an empty list."""
+    if not samples_ms:
+        raise ValueError("no timing samples")
+    xs = sorted(float(x) for x in samples_ms)
+    n = len(xs)
+    if n >= 2:
+        q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive")
+    else:
+        q1 = q3 = xs[0]
+    lo, hi = median_ci_indices(n)
+    return TimingStats(median=statistics.median(xs), q1=q1, q3=q3, mean=statistics.fmean(xs),
+                       std=statistics.stdev(xs) if n >= 2 else 0.0, min=xs[0], max=xs[-1], ci_low=xs[lo],
+                       ci_high=xs[hi], n=n)
+
+
+def flush_buffer(device):
+    """A CUDA int64 tensor of max(:data:`MIN_FLUSH_BYTES`, 2 x the device's L2 size) bytes, filled with zeros: writing
+    or reading all of it evicts the L2 (:func:`l2_flusher`)."""
+    import torch
+
+    props = torch.cuda.get_device_properties(device)
+    l2 = getattr(props, "L2_cache_size", 0) or 0
+    nbytes = max(MIN_FLUSH_BYTES, 2 * l2)
+    return torch.zeros(nbytes // 8, dtype=torch.int64, device=device)
+
+
+def l2_flusher(device, mode: str = "write") -> Callable[[], None]:
+    """A zero-argument callable that evicts the L2 of CUDA ``device`` by going through a :func:`flush_buffer`
+    (enqueued on the current stream; the caller synchronises).
+
+    ``mode``: ``"write"`` zeroes the buffer (KernelBench's ``clear_l2_cache``; the L2 is left full of dirty lines whose
+    write-back the next call pays); ``"read"`` reduces it to one preallocated element (``torch.amax``), so the L2 is
+    left holding clean lines (module docstring, "How a flush leaves the L2"). Raises ``ValueError`` for another mode.
+    """
+    import torch
+
+    if mode not in FLUSH_MODES:
+        raise ValueError(f"unknown L2 flush mode {mode!r}; expected one of {FLUSH_MODES}")
+    buf = flush_buffer(device)
+    if mode == "write":
+        return buf.zero_
+    sink = torch.empty((), dtype=buf.dtype, device=buf.device)
+    return lambda: torch.amax(buf, dim=0, out=sink)
+
+
+def time_callable(fn: Callable[[], object], *, device: str, warmup_ms: float = 25.0, min_warmup: int = 3,
+                  budget_ms: float = 1000.0, min_reps: int = 10, max_reps: int = 100,
+                  clear_l2: bool = True, slow_call_ms: float = SLOW_CALL_MS) -> list[float]:
+    """Time ``fn()`` repeatedly; returns the per-call times in ms (see the module docstring for the method).
+
+    Args:
+        fn: the call to time, with its inputs already bound; its result is discarded.
+        device: ``"cuda"``/``"cuda:N"`` for CUDA-event timing, ``"cpu"`` for the monotonic clock.
+        warmup_ms, min_warmup: warm up for at least this much work and this many calls.
+        budget_ms, min_reps, max_reps: the timed calls to aim for (work budget) and their bounds.
+        clear_l2: on a GPU, write a 2 x L2 buffer before each timed call (:func:`l2_flusher`, ``"write"``).
+        slow_call_ms: a second warm-up call slower than this ends the warm-up, and at most :data:`SLOW_CALL_REPS`
+            timed calls follow.
+
+    Every call gets the same inputs: for candidates and baselines use :func:`time_pool`. Raises whatever ``fn``
+    raises (the caller classifies it).
+    """
+    return _loop(lambda: fn(), device=device, warmup_ms=warmup_ms, min_warmup=min_warmup, budget_ms=budget_ms,
+                 min_reps=min_reps, max_reps=max_reps, clear_l2=clear_l2, slow_call_ms=slow_call_ms)
+
+
+def pool_size(set_bytes: int, cap_bytes: int = TIMING_POOL_BYTES, min_sets: int = TIMING_POOL_MIN_SETS,
+              max_sets: int = TIMING_POOL_MAX_SETS) -> int:
+    """How many distinct input sets the timing pool holds: ``cap_bytes // set_bytes`` clamped to
+    [``min_sets``, ``max_sets``] (``max_sets`` for inputs of no bytes, e.g. scalars only).
+
+    ``set_bytes``: bytes of one input set's tensors. The minimum wins over the cap, so a problem whose input set
+    alone exceeds the cap still gets two sets (memory: two input sets in the reference process, whose tensors the
+    worker reads through shared handles, plus one set of private buffers in each timing process).
+    """
+    if min_sets < 1 or max_sets < min_sets:
+        raise ValueError("need 1 <= min_sets <= max_sets")
+    if set_bytes <= 0:
+        return max_sets
+    return int(max(min_sets, min(max_sets, cap_bytes // set_bytes)))
+
+
+@dataclasses.dataclass
+class PoolTiming:
+    """What :func:`time_pool` measured.
+
+    ``samples``: per timed call, ms. ``pool_size``: input sets cycled. ``host_ms``: per-call time of the fastest
+    host-synchronised block, ms (GPU with ``host_check``; else ``None``), over ``host_calls`` calls in all.
+    ``checked``: ``(entry, timed call index, outputs)`` for the first and last timed call of each entry and, with a
+    device time, for :data:`DEVICE_TIME_CHECKED_CALLS` device-time calls drawn at random (:class:`CallSample`; index
+    ``len(samples) + j`` for its ``j``-th call) (outputs as a flat
+    list, tensors cloned after the timed region; empty unless ``keep_outputs``). ``inputs``: the input buffers as the
+    last call saw them (for a later profiled call). ``device``: the :func:`time_device` measurement, each call on the
+    next pool entry after the last timed call's (GPU with ``device_time``; else ``None``).
+    """
+
+    samples: list[float]
+    pool_size: int
+    host_ms: float | None = None
+    host_calls: int = 0
+    checked: list = dataclasses.field(default_factory=list)
+    inputs: list | None = None
+    device: "DeviceTiming | None" = None
+
+
+def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds: list[int] | None = None,
+              keep_outputs: bool = False, host_check: bool = False, device_time: bool = False,
+              warmup_ms: float = 25.0, min_warmup: int = 3,
+              budget_ms: float = 1000.0, min_reps: int = 10, max_reps: int = 100,
+              clear_l2: bool = True, slow_call_ms: float = SLOW_CALL_MS) -> PoolTiming:
+    """Time ``fn(*inputs)`` with the inputs of call g taken from ``pool[g % len(pool)]`` (module docstring).
+
+    Args:
+        fn: the model call; it gets the private input buffers as positional arguments.
+        pool: input sets (lists of tensors and other values), all on ``device`` where they are tensors; they are only
+            read (copied into the buffers), never passed to ``fn``. Tensors at one position should agree in shape and
+            dtype across sets (if not, that position gets a fresh clone per call instead of a copy).
+        device: as :func:`time_callable`.
+        seeds: one per pool entry: ``kbstudy.harness.execution.set_seed(seeds[e])`` before each call on entry ``e`` (outside
+            the timed region), so a stochastic model's outputs are reproducible; ``None``: no seeding.
+        keep_outputs: keep clones of the outputs of the first and last timed call of each entry (while their bytes
+            stay under :data:`CHECK_OUTPUT_BYTES`; past it only the last calls are kept).
+        host_check: on a GPU, also time :data:`HOST_BLOCKS` blocks of back-to-back calls on the last input set with a
+            device-wide synchronisation around each block (ignored on a CPU, where every call is synchronous).
+        device_time: on a GPU, then measure the call's device time (:func:`time_device`, each call on the next pool
+            entry's values, its reading L2 flush if ``clear_l2``; with ``keep_outputs`` random calls' outputs join
+            ``checked``; ignored on a CPU, which has no device time apart from the call's). A call whose median is
+            above ``slow_call_ms`` gets none: it is no speedup candidate, and its stage's time goes to its timing
+            (:data:`SLOW_CALL_MS`).
+        warmup_ms, min_warmup, budget_ms, min_reps, max_reps, clear_l2, slow_call_ms: as :func:`time_callable`
+            (a slow call's host check uses blocks of one call).
+
+    Returns a :class:`PoolTiming`. Raises ``ValueError`` for an empty pool or a seed list of the wrong length;
+    otherwise whatever ``fn`` raises.
+    """
+    import torch
+
+    from kbstudy.harness import execution
+
+    if not pool:
+        raise ValueError("the timing pool is empty")
+    if seeds is not None and len(seeds) != len(pool):
+        raise ValueError(f"{len(seeds)} seeds for {len(pool)} pool entries")
+    n = len(pool)
+    buffers = [x.clone() if isinstance(x, torch.Tensor) else x for x in pool[0]]
+
+    def prepare(g: int) -> list:
+        entry = g % n
+        for k, src in enumerate(pool[entry]):
+            buf = buffers[k]
+            if isinstance(src, torch.Tensor):
+                if (isinstance(buf, torch.Tensor) and buf.shape == src.shape and buf.dtype == src.dtype
+                        and buf.device == src.device):
+                    buf.copy_(src)
+                else:
+                    buffers[k] = src.clone()
+            else:
+                buffers[k] = src
+        if seeds is not None:
+            execution.set_seed(int(seeds[entry]))
+        return buffers
+
+    keep: dict[int, tuple[int, bool]] = {}  # timed call index -> (entry, is a last call)
+    checked: list = []
+    kept_bytes = [0]
+
+    plan_state = {"first_g": 0}
+
+    def plan(first_g: int, reps: int) -> None:
+        plan_state["first_g"] = first_g
+        if not keep_outputs:
+            return
+        first: dict[int, int] = {}
+        last: dict[int, int] = {}
+        for j in range(reps):
+            entry = (first_g + j) % n
+            first.setdefault(entry, j)
+            last[entry] = j
+        for entry, j in first.items():
+            keep[j] = (entry, False)
+        for entry, j in last.items():
+            keep[j] = (entry, True)
+
+    def observe(j: int, out) -> None:
+        if j not in keep:
+            return
+        entry, is_last = keep[j]
+        outputs = execution.flatten_outputs(out)
+        nbytes = sum(o.numel() * o.element_size() for o in outputs if isinstance(o, torch.Tensor))
+        if not is_last and kept_bytes[0] + nbytes > CHECK_OUTPUT_BYTES:
+            return
+        kept_bytes[0] += nbytes
+        checked.append((entry, j, _detached_clones(outputs)))
+
+    samples = _loop(fn, device=device, prepare=prepare, plan=plan, observe=observe, warmup_ms=warmup_ms,
+                    min_warmup=min_warmup, budget_ms=budget_ms, min_reps=min_reps, max_reps=max_reps,
+                    clear_l2=clear_l2, slow_call_ms=slow_call_ms)
+    result = PoolTiming(samples=samples, pool_size=n, checked=checked, inputs=buffers)
+    if host_check and device.startswith("cuda"):
+        # blocks of back-to-back calls on the last input set (no copies, no flush in between: only faster for honest
+        # code), each between two device-wide synchronisations; the fastest block's per-call time
+        calls = host_block_calls(samples, slow_call_ms)
+        best = math.inf
+        for _ in range(HOST_BLOCKS):
+            torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                fn(*buffers)
+            torch.cuda.synchronize(device)
+            best = min(best, (time.perf_counter() - t0) * 1e3 / calls)
+        result.host_ms, result.host_calls = best, calls * HOST_BLOCKS
+    if device_time and device.startswith("cuda") and statistics.median(samples) <= slow_call_ms:
+        # fresh values per call, as in the timed calls: the entries after the last timed one, in turn
+        next_g = plan_state["first_g"] + len(samples)
+        pick = CallSample(DEVICE_TIME_CHECKED_CALLS)
+
+        def keep_drawn(j: int, out) -> None:  # after the call's end event: cloned only when drawn
+            slot = pick.offer(j)
+            if slot is not None:
+                pick.kept[slot] = (j, _detached_clones(execution.flatten_outputs(out)))
+
+        result.device = time_device(lambda: fn(*buffers), device=device, clear_l2=clear_l2, warmup=0,
+                                    per_call_ms=statistics.median(samples),
+                                    before_call=lambda j: prepare(next_g + j),
+                                    observe=keep_drawn if keep_outputs else None)
+        # checked like a timed call's outputs: call index len(samples) + j, after the timed calls
+        for j, outputs in sorted(pick.kept.values(), key=lambda kept: kept[0]):
+            checked.append(((next_g + j) % n, len(samples) + j, outputs))
+    return result
+
+
+def _detached_clones(outputs: list) -> list:
+    """A flat output list (``kbstudy.harness.execution.flatten_outputs``) with every tensor detached and cloned, so a later
+    call that reuses the candidate's buffers cannot change what is checked."""
+    import torch
+
+    return [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outputs]
+
+
+class CallSample:
+    """``size`` calls drawn uniformly at random, without replacement, from a sequence of calls whose length is not
+    known in advance (reservoir sampling: Vitter, *Random sampling with a reservoir*, ACM TOMS 11(1), 1985, algorithm
+    R). :func:`time_pool` checks the outputs of the drawn device-time calls, so a candidate cannot know which of its
+    device-time calls are checked: the draws come from ``random.SystemRandom`` (the operating system's generator)
+    unless ``rng`` is given. ``kept``: ``{slot: what the caller stored}`` for the calls drawn so far (at most
+    ``size``). Raises ``ValueError`` for ``size`` < 1."""
+
+    def __init__(self, size: int = 1, rng=None):
+        import random
+
+        if size < 1:
+            raise ValueError(f"size must be at least 1, not {size}")
+        self.size = size
+        self._rng = rng if rng is not None else random.SystemRandom()
+        self.kept: dict = {}
+        self._seen = 0
+
+    def offer(self, j: int) -> int | None:
+        """Offer call ``j``: the slot it takes (replacing that slot's call) or ``None`` if it is not drawn. The first
+        ``size`` calls fill the slots; the ``s``-th call after them is drawn with probability ``size / s``."""
+        self._seen += 1
+        if self._seen <= self.size:
+            return self._seen - 1
+        slot = self._rng.randrange(self._seen)
+        return slot if slot < self.size else None
+
+
+@dataclasses.dataclass
+class DeviceTiming:
+    """What :func:`time_device` measured: ``samples`` (ms, one per call, in call order), ``host_overran`` (calls whose
+    host work, from before the spin to after the end event's record, outlasted the spin: their samples include host
+    time), ``spin_us`` (the spin's intended length), ``flush`` (the L2 flush's mode, :func:`l2_flusher`; ``None``
+    for a warm device time, and by default)."""
+
+    samples: list[float]
+    host_overran: int
+    spin_us: float
+    flush: str | None = None
+
+
+def spin_cycles_per_us(device: str) -> float:
+    """``torch.cuda._sleep`` cycles per microsecond on ``device`` (CUDA), measured: a 10^6-cycle spin timed with CUDA
+    events, fastest of three, so a spin's length does not rest on a clock rate the driver may change (the events
+    include the spin's launch, ~1-2 % of it, so a spin comes out slightly shorter than asked)."""
+    import torch
+
+    best = math.inf
+    with torch.cuda.device(device):
+        for _ in range(3):
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            torch.cuda._sleep(1_000_000)
+            e.record()
+            torch.cuda.synchronize(device)
+            best = min(best, s.elapsed_time(e) * 1e3)
+    return 1_000_000 / best
+
+
+def device_timed_call(fn: Callable[[], object], *, device: str, stream, flush: Callable[[], object] | None,
+                      spin_cycles: int, observe: Callable[[object], None] | None = None
+                      ) -> tuple[float, float, float]:
+    """One call of ``fn`` between two CUDA events on ``stream``: the L2 flushed first if ``flush`` (an
+    :func:`l2_flusher`) is given, then, if ``spin_cycles``, a spin kernel enqueued before the start event. Returns
+    ``(event ms, the call's own host ms, host ms from before the spin to after the end event's record)``; a host time
+    above the spin's length means the events saw host time. ``observe(out)``, if given, sees the call's output after
+    the device is synchronised. ``device`` must be the current CUDA device (the spin runs there; :func:`time_device`
+    makes it so)."""
+    import torch
+
+    if flush is not None:
+        flush()
+    torch.cuda.synchronize(device)
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0 = time.perf_counter()
+    if spin_cycles:
+        torch.cuda._sleep(spin_cycles)
+    s.record(stream)
+    t1 = time.perf_counter()
+    out = fn()
+    t2 = time.perf_counter()
+    e.record(stream)
+    t3 = time.perf_counter()
+    torch.cuda.synchronize(device)
+    if observe is not None:
+        observe(out)
+    del out
+    return s.elapsed_time(e), (t2 - t1) * 1e3, (t3 - t0) * 1e3
+
+
+def time_device(fn: Callable[[], object], *, device: str, reps: int = DEVICE_TIME_REPS,
+                spin_us: float = DEVICE_SPIN_US, clear_l2: bool = True, warmup: int = 2,
+                per_call_ms: float | None = None, budget_ms: float = DEVICE_TIME_BUDGET_MS,
+                before_call: Callable[[int], object] | None = None,
+                observe: Callable[[int, object], None] | None = None,
+                flush_mode: str = DEVICE_FLUSH_MODE) -> DeviceTiming:
+    """The device time of ``fn()`` (module docstring, "Device time"): per call, the L2 flushed (``clear_l2``), a spin
+    of ``spin_us`` enqueued, then the call between CUDA events. Returns a :class:`DeviceTiming` (ms).
+
+    Args:
+        fn: the call, inputs bound; its result is discarded once ``observe`` (if given) has seen it.
+        device: a CUDA device (``"cuda"``, ``"cuda:N"``).
+        reps: timed calls, at most; fewer (at least :data:`DEVICE_TIME_MIN_REPS`) when ``per_call_ms`` says a call
+            takes longer than ``budget_ms / reps``.
+        spin_us: the spin before each call, us; it must outlast the host's enqueueing (``host_overran`` counts the
+            calls where it did not).
+        clear_l2: flush the L2 before each call (cold device time); False: warm.
+        warmup: untimed calls first (0 when the caller has just timed ``fn``).
+        per_call_ms: the caller's per-call estimate, to size ``reps``; ``None``: the first timed call's.
+        before_call: ``before_call(j)`` runs before timed call ``j``, before the flush (outside the timed region):
+            e.g. fresh values in the call's input buffers (:func:`time_pool` passes its pool's next entry).
+        observe: ``observe(j, out)`` sees timed call ``j``'s output once the device is synchronised (outside the
+            timed region; :func:`time_pool` keeps the last one for the timed-output check).
+        flush_mode: how the flush leaves the L2 (:func:`l2_flusher`; default :data:`DEVICE_FLUSH_MODE`, clean).
+
+    Raises ``ValueError`` on a CPU device (no spin kernel, no device clock apart from the call's), for ``reps`` < 1 or
+    an unknown ``flush_mode``; otherwise whatever ``fn`` raises."""
+    if not device.startswith("cuda"):
+        raise ValueError(f"device time needs a CUDA device, not {device!r}")
+    if reps < 1:
+        raise ValueError(f"reps must be at least 1, not {reps}")
+    if flush_mode not in FLUSH_MODES:
+        raise ValueError(f"unknown L2 flush mode {flush_mode!r}; expected one of {FLUSH_MODES}")
+    import torch
+
+    samples: list[float] = []
+    overran = 0
+    with torch.cuda.device(device):  # the spin and the events on the device measured, whichever is current
+        stream = torch.cuda.current_stream(device)
+        flush = l2_flusher(device, flush_mode) if clear_l2 else None
+        cycles = int(spin_us * spin_cycles_per_us(device))
+        for _ in range(warmup):
+            fn()
+        torch.cuda.synchronize(device)
+        while len(samples) < reps:
+            if before_call is not None:
+                before_call(len(samples))
+            j = len(samples)
+            ms, _, host_ms = device_timed_call(fn, device=device, stream=stream, flush=flush, spin_cycles=cycles,
+                                               observe=None if observe is None else lambda out: observe(j, out))
+            samples.append(ms)
+            overran += host_ms * 1e3 > spin_us
+            if len(samples) == 1:
+                reps = _reps_for(per_call_ms if per_call_ms is not None else ms, budget_ms,
+                                 min(DEVICE_TIME_MIN_REPS, reps), reps)
+        del flush
+    return DeviceTiming(samples=samples, host_overran=int(overran), spin_us=float(spin_us),
+                        flush=flush_mode if clear_l2 else None)
+
+
+def host_block_calls(samples: list[float], slow_call_ms: float = SLOW_CALL_MS) -> int:
+    """Calls per host-check block after timed ``samples`` (ms): as many as the timed loop made per block of
+    :data:`HOST_BLOCKS`, between 2 and :data:`HOST_BLOCK_CALLS`; 1 when the median call is slower than
+    ``slow_call_ms``: a 4 s call takes 24 s in three blocks of two and 12 s in blocks of one, within the 60 s
+    stage that session 9's slow scans overran."""
+    if samples and statistics.median(samples) > slow_call_ms:
+        return 1
+    return max(2, min(HOST_BLOCK_CALLS, len(samples) // HOST_BLOCKS))
+
+
+def _reps_for(per_call_ms: float, budget_ms: float, min_reps: int, max_reps: int) -> int:
+    if per_call_ms <= 0:
+        return max_reps
+    return int(min(max_reps, max(min_reps, budget_ms // per_call_ms)))
+
+
+def _loop(fn, *, device, prepare=None, plan=None, observe=None, warmup_ms, min_warmup, budget_ms, min_reps,
+          max_reps, clear_l2=True, slow_call_ms=SLOW_CALL_MS) -> list[float]:
+    """The timing loop of :func:`time_callable` and :func:`time_pool`: warm-up calls, then the timed calls.
+
+    ``prepare(g)`` (untimed) returns the positional arguments of global call ``g`` (warm-up calls count);
+    ``plan(g0, reps)`` learns the global index of the first timed call and how many follow; ``observe(j, out)``
+    sees the output of timed call ``j`` after its clock stopped. CUDA: events on the current stream around the call,
+    a device synchronisation before and after, the L2 flush before each timed call. CPU: ``perf_counter_ns``.
+    A warm-up call after the first slower than ``slow_call_ms`` ends the warm-up and caps the timed calls at
+    :data:`SLOW_CALL_REPS` (see :data:`SLOW_CALL_MS`).
+    """
+    cuda = device.startswith("cuda")
+    if cuda:
+        import torch
+
+        flush = l2_flusher(device, "write") if clear_l2 else None
+        stream = torch.cuda.current_stream(device)
+        torch.cuda.synchronize(device)
+        start_evt, end_evt = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    g = 0
+    # warm-up, measured coarsely to size the timed loop
+    calls, spent, last = 0, 0.0, 0.0
+    while calls < min_warmup or spent < warmup_ms:
+        args = prepare(g) if prepare is not None else ()
+        if cuda:
+            start_evt.record(stream)
+            out = fn(*args)
+            end_evt.record(stream)
+            torch.cuda.synchronize(device)
+            last = start_evt.elapsed_time(end_evt)
+        else:
+            t0 = time.perf_counter_ns()
+            out = fn(*args)
+            last = (time.perf_counter_ns() - t0) / 1e6
+        del out
+        spent += last
+        calls += 1
+        g += 1
+        if calls >= 2 and last > slow_call_ms:  # not the first call: it may carry torch.compile's compilation
+            break
+    # size the loop from the last warm-up call: the first ones include one-time work (torch.compile, autotuning)
+    reps = _reps_for(last, budget_ms, min_reps, max_reps)
+    if calls >= 2 and last > slow_call_ms:
+        reps = min(reps, SLOW_CALL_REPS)
+    if plan is not None:
+        plan(g, reps)
+    samples = []
+    for j in range(reps):
+        args = prepare(g) if prepare is not None else ()
+        if cuda:
+            if flush is not None:
+                flush()
+            torch.cuda.synchronize(device)
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record(stream)
+            out = fn(*args)
+            e.record(stream)
+            torch.cuda.synchronize(device)
+            samples.append(s.elapsed_time(e))
+        else:
+            t0 = time.perf_counter_ns()
+            out = fn(*args)
+            samples.append((time.perf_counter_ns() - t0) / 1e6)
+        if observe is not None:
+            observe(j, out)
+        del out
+        g += 1
+    if cuda:
+        del flush
+    return samples
+
+
+# ------------------------------------------------------------------------------------------------ decisions
+
+
+def timing_discrepancy(event_median_ms: float | None, host_ms: float | None, *, ratio: float = DISCREPANCY_RATIO,
+                       abs_ms: float = DISCREPANCY_ABS_MS) -> bool | None:
+    """Is the event timing implausibly fast next to the host-synchronised time (work hidden on another stream)?
+
+    ``True`` iff ``host_ms > ratio * event_median_ms + abs_ms`` (both per call, ms; thresholds and their reasons at
+    :data:`DISCREPANCY_RATIO`). ``None`` when either time is missing or not finite (e.g. on a CPU, where the check
+    does not apply). Raises ``ValueError`` for a negative time.
+    """
+    if event_median_ms is None or host_ms is None:
+        return None
+    if not (math.isfinite(event_median_ms) and math.isfinite(host_ms)):
+        return None
+    if event_median_ms < 0 or host_ms < 0:
+        raise ValueError("times must be non-negative")
+    return bool(host_ms > ratio * event_median_ms + abs_ms)
+
+
+def speedup_interval(baseline_ms, candidate_ms, *, confidence: float = SPEEDUP_CONFIDENCE,
+                     resamples: int = SPEEDUP_BOOTSTRAP_RESAMPLES, seed: int = SPEEDUP_BOOTSTRAP_SEED,
+                     min_samples: int = SPEEDUP_MIN_SAMPLES) -> tuple[float, float] | None:
+    """Percentile-bootstrap interval of the speedup median(baseline) / median(candidate) (module docstring).
+
+    Args:
+        baseline_ms, candidate_ms: per-call times (ms) of the baseline and the candidate; non-finite or non-positive
+            values are dropped.
+        confidence: two-sided coverage of the interval (0.95).
+        resamples: bootstrap resamples per side.
+        seed: seed of numpy's generator (the interval is a function of the samples).
+        min_samples: fewest samples per side; fewer gives ``None``.
+    Returns ``(low, high)`` (dimensionless) or ``None`` when either side has too few samples. Raises ``ValueError``
+    for a confidence outside (0, 1) or fewer than 100 resamples.
+    """
+    import numpy as np
+
+    if not 0 < confidence < 1:
+        raise ValueError("confidence must be in (0, 1)")
+    if resamples < 100:
+        raise ValueError("need at least 100 resamples")
+    b = np.asarray([x for x in (baseline_ms or []) if x is not None], dtype=float)
+    c = np.asarray([x for x in (candidate_ms or []) if x is not None], dtype=float)
+    b = b[np.isfinite(b) & (b > 0)]
+    c = c[np.isfinite(c) & (c > 0)]
+    if len(b) < min_samples or len(c) < min_samples:
+        return None
+    rng = np.random.default_rng(seed)
+    b_med = np.median(b[rng.integers(0, len(b), size=(resamples, len(b)))], axis=1)
+    c_med = np.median(c[rng.integers(0, len(c), size=(resamples, len(c)))], axis=1)
+    alpha = 1.0 - confidence
+    low, high = np.quantile(b_med / c_med, [alpha / 2, 1 - alpha / 2])
+    return float(low), float(high)
+
+
+def speedup_significant(interval: tuple[float, float] | None, speedup: float | None = None) -> bool | None:
+    """The speedup is statistically distinguishable from 1: its interval (:func:`speedup_interval`) excludes 1, on the
+    side of the point estimate ``speedup`` if one is given. ``None`` when there is no interval."""
+    if interval is None:
+        return None
+    low, high = interval
+    if speedup is not None and math.isfinite(speedup):
+        return bool(low > 1.0) if speedup > 1.0 else bool(high < 1.0)
+    return bool(low > 1.0 or high < 1.0)
