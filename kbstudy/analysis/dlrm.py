@@ -6,8 +6,8 @@ Two layouts are read:
   ``references.jsonl`` in the :mod:`kbstudy.records.store` schema (both verdicts, timings), ``floors.jsonl`` (one floor per
   problem) and ``machine.json``. Per problem the record of our candidate (model configuration ``kbstudy-triton``) at
   the problem's precision (:func:`kbstudy.suites.dlrm_bench.problem_precision`) is used, the latest if there are several.
-* ``preliminary`` (the benchmark's former runner, e.g. ``outputs/records/dlrm_bench/h200/preliminary``): floors and
-  a self-check (relative L2 error against float64) in each evaluation record's ``metadata``, verdict fields null. Read
+* ``preliminary`` (the benchmark's former runner, e.g. ``outputs/records/dlrm_bench/h200/preliminary``): floors and a
+  self-check (relative L2 error against float64) in each evaluation record's ``metadata``, verdict fields null. Read
   as it is: ``correct`` is the self-check there, and ``kernelbench_correct``/``kbstudy_correct`` are empty.
 
 Definitions (speedup = ratio of median times, > 1 means ours is faster):

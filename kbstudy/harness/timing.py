@@ -67,11 +67,11 @@ its output and the L2) are written back after its end event. Neither is a pipeli
 errs low by at most that remainder of the call's own writes, the writing flush high by the foreign write-back. On the
 H200 (L2 60 MB) the write-flush added 2.5-8.4 us to the device time of ten of our twelve DLRM-Bench kernels (1.6 and 0.2
 us to the compute-bound 10 and 11, nothing to kernel 5, whose host wait hides it) and 2.4-4.4 us to copies of the ten
-memory-bound problems' compulsory bytes (31-2059 MB), against the reading flush
-(``outputs/records/dlrm_bench/h200/flush-states``, ``scripts/bench_l2_flush.py``). The per-call timing keeps the
-write-flush: it is KernelBench's, a speedup compares two times that both pay it, and the study's records are comparable
-across sessions. The device time, which a floor bounds, uses the reading flush (:data:`DEVICE_FLUSH_MODE`); records say
-which (``metadata.device_time.flush``; records before session 15 lack the key and used the write-flush).
+memory-bound problems' compulsory bytes (31-2059 MB), against the reading flush (``outputs/records/dlrm_bench/h200/flush-states``,
+``scripts/bench_l2_flush.py``). The per-call timing keeps the write-flush: it is KernelBench's, a speedup compares two
+times that both pay it, and the study's records are comparable across sessions. The device time, which a floor bounds,
+uses the reading flush (:data:`DEVICE_FLUSH_MODE`); records say which (``metadata.device_time.flush``; records before
+session 15 lack the key and used the write-flush).
 
 **Significance of a speedup** (:func:`speedup_interval`): a two-sample percentile bootstrap of the ratio of medians
 (Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13 (percentile intervals) and ch. 8 (two-sample
