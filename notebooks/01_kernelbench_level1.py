@@ -43,7 +43,7 @@
 # %% tags=["parameters"]
 # Paths are relative to the repository root (resolved by kbstudy.pipeline.study.project_path), so the rendered notebook
 # re-runs unchanged from outputs/reports/<name>/ under nbval.
-records_dirs = ["outputs/records/cpu-default"]  # run folders holding evaluations.jsonl
+records_dirs = ["outputs/records/kernelbench/cpu/study"]  # run folders holding evaluations.jsonl
 output_dir = "outputs/reports/cpu-default/01_kernelbench_level1"  # tables/ and figures/ go here
 precision = "fp32"  # keep records at this precision
 hardware_label = "CPU, sizes scaled by 1/16"  # how the hardware is named in titles

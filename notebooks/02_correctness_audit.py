@@ -37,8 +37,9 @@
 # %% tags=["parameters"]
 # Paths are relative to the repository root (resolved by kbstudy.pipeline.study.project_path). An entry of records_dirs is a
 # run folder or a folder of run folders; entries that do not exist yet (a GPU run still to come) are listed, not fatal.
-records_dirs = ["outputs/records/cpu-calibration", "outputs/records/cpu-default", "outputs/records/cpu-dlrm",
-                "outputs/records/h200-smoke", "outputs/records/h200-level1-fp32-first4"]
+records_dirs = ["outputs/records/kernelbench/cpu/calibration", "outputs/records/kernelbench/cpu/study",
+                "outputs/records/dlrm_bench/cpu/study", "outputs/records/kernelbench/h200/smoke",
+                "outputs/records/kernelbench/h200/level1-fp32-first4"]
 output_dir = "outputs/reports/cpu-default/02_correctness_audit"  # tables/ and figures/ go here
 precisions = ["fp32", "bf16"]  # keep records at these precisions
 hardware_label = "CPU at scaled sizes (calibration), H200 at full size (committed GPU records)"

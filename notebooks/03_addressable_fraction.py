@@ -26,7 +26,7 @@
 # %% tags=["parameters"]
 # Paths are relative to the repository root (resolved by kbstudy.pipeline.study.project_path), so the rendered notebook
 # re-runs unchanged from outputs/reports/<name>/ under nbval.
-records_dir = "outputs/records/cpu-profile"  # kbstudy.profiling.gpu_run output: workloads.jsonl, kernels.jsonl
+records_dir = "outputs/records/profiles/cpu/study"  # kbstudy.profiling.gpu_run output: workloads.jsonl, kernels.jsonl
 # folders of the same hardware whose kernels.jsonl fills runs records_dir lacks or skipped (step times stay missing)
 supplementary_dirs = []
 output_dir = "outputs/reports/cpu-default/03_addressable_fraction"  # tables/ and figures/ go here

@@ -46,7 +46,7 @@
 # %% tags=["parameters"]
 # Paths are relative to the repository root (resolved by kbstudy.pipeline.study.project_path), so the rendered notebook
 # re-runs unchanged from outputs/reports/<name>/ under nbval.
-records_dir = "outputs/records/cpu-dlrm"  # a kbstudy.suites.dlrm_bench.gpu_run output folder (evaluations.jsonl, floors.jsonl)
+records_dir = "outputs/records/dlrm_bench/cpu/study"  # a kbstudy.suites.dlrm_bench.gpu_run output folder (evaluations.jsonl, floors.jsonl)
 output_dir = "outputs/reports/cpu-default/04_dlrm_bench"  # tables/ and figures/ go here
 hardware_label = "CPU (Triton interpreter)"  # how the hardware is named in titles
 previous_records_dir = ""  # an earlier run of the same problems (other kernels) to compare ours with; "" for none

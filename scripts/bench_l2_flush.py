@@ -15,7 +15,7 @@ Workloads: ``dst.copy_(src)`` moving each DLRM-Bench problem's compulsory bytes 
 ``bytes`` at full size, ``kbstudy.suites.dlrm_bench.roofline``), copies of generic sizes, and the shipped kernels of the twelve
 problems at full size on their first input set (``kbstudy.suites.dlrm_bench.instantiate``). Medians, first and third
 quartiles over ``--reps`` calls per state, in us; ``host_overran`` counts calls (over all four states) whose host work
-outlasted the spin. GPU only. On the H200 (session 15, ``outputs/records/h200-flush-s15``)::
+outlasted the spin. GPU only. On the H200 (commit e19095a, ``outputs/records/dlrm_bench/h200/flush-states``)::
 
     python3 scripts/bench_l2_flush.py --out $OUT/flush.csv
 """

@@ -10,7 +10,7 @@
 # The device call (run tool: carry [".device"], timeout_s 600; kind nvidia-h200, or nvidia-h200-x2 for two phases
 # at once):
 #   KBSTUDY_GIT_COMMIT=<git rev-parse HEAD> bash scripts/h200_leaderboard.sh 540
-# After it: cp <files_at>/rec/* outputs/records/h200-level1-leaderboard/ and commit; the next call resumes there.
+# After it: cp <files_at>/rec/* outputs/records/kernelbench/h200/leaderboard/ and commit; the next call resumes there.
 #
 # usage: bash scripts/h200_leaderboard.sh [SECONDS] [PHASE_REGEX]
 #   SECONDS      stop starting work after this many seconds (default 540: a 600 s call minus merge and transfer)
@@ -19,7 +19,7 @@
 # {current, v0}; named like top5.p001-025.current.fp32. Chunk-major order reuses the CUDA builds of a chunk (cached
 # per source hash in .cache/kbstudy while the machine stays warm) across versions and precisions.
 # top5: the five largest level-1 configurations; rest: the other two (gemini-1.5-flash's current fp32 kernels were
-# measured before, in outputs/records/h200-level1-fp32, and are measured again here in the same settings).
+# measured before, in outputs/records/kernelbench/h200/level1-fp32, and are measured again here in the same settings).
 # Environment overrides (tests, partial runs): RECORDS_DIR, KB_DIR, NGPU, RUN_TIMEOUT, LOAD_TIMEOUT, MIN_LEFT, MIN_LEFT_CHEAP, CHUNKS, RUN_GROUPS,
 # PRECISIONS, VERSIONS, EXTRA_EVAL_ARGS, SKIP_FLAG (the bf16 flag; unset: probe kbstudy.harness.orchestrator.EvalConfig), SUMMARY=0
 # (no summary table at the end), DRY_RUN=1 (print the commands, run nothing), REDO=1 (run the phases PHASE_REGEX
@@ -38,11 +38,11 @@ deadline=$((start + secs))
 export KBSTUDY_GIT_COMMIT=${KBSTUDY_GIT_COMMIT:-unknown}
 export PYTHONUNBUFFERED=1
 OUT=${OUT:?OUT must name the output folder}
-REC=${RECORDS_DIR:-outputs/records/h200-level1-leaderboard}
+REC=${RECORDS_DIR:-outputs/records/kernelbench/h200/leaderboard}
 KB=${KB_DIR:-.device/kernelbench}
 RUN_TIMEOUT=${RUN_TIMEOUT:-60}
 # a candidate's build or load: a level-1 build takes about a minute even 16 at a time, and a hang must cost less than
-# a call (the default 900 s is longer than one: session 8 lost two calls to a build waiting on a stale lock file)
+# a call (the default 900 s is longer than one: a build waiting on a stale lock file once held two whole calls)
 LOAD_TIMEOUT=${LOAD_TIMEOUT:-420}
 CHUNKS=${CHUNKS:-"1-25 26-50 51-75 76-100"}
 RUN_GROUPS=${RUN_GROUPS:-"top5 rest"}
@@ -161,11 +161,11 @@ start_phase() {  # phase, slot, seconds left
   slot_phase[$slot]=$phase
 }
 
-# One phase per GPU slot; a slot takes the next phase as soon as its own ends (session 6's waves of two waited for
-# the slower phase, and the GPUs were busy 63% of the call). A phase starts only with MIN_LEFT seconds left; past
+# One phase per GPU slot; a slot takes the next phase as soon as its own ends (waves of two phases wait for the
+# slower one: the GPUs were busy 63% of such a call). A phase starts only with MIN_LEFT seconds left; past
 # that, bf16 phases still start while MIN_LEFT_CHEAP seconds are left, when the evaluator skips float32-only
 # kernels: every level-1 leaderboard kernel is float32-only, so such a phase only writes `skipped` records (seconds;
-# session 6's last call stopped with 73 s left and two of them pending).
+# a call stopped with 73 s left and two of them pending before this rule).
 MIN_LEFT=${MIN_LEFT:-90}
 MIN_LEFT_CHEAP=${MIN_LEFT_CHEAP:-30}
 cheap_only=0

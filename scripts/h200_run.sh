@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One batched H200 session (see README "Reproducing the GPU records"): the level-1 leaderboard kernels of one model
+# One batched H200 device call (see README "Reproducing the GPU records"): the level-1 leaderboard kernels of one model
 # configuration at full size in fp32, then the workload profiles. Records go to $OUT; rerunning with the previous
 # records copied into $OUT/rec resumes.
 # usage: bash scripts/h200_run.sh MODEL_CONFIG EVAL_SECONDS PROFILE_SECONDS
@@ -14,7 +14,7 @@ run_timeout=${RUN_TIMEOUT:-60}
 pkill -9 -f '^python3 -m kbstudy' 2>/dev/null
 pkill -9 -f '^python3 -c from multiprocessing.forkserver' 2>/dev/null
 mkdir -p "$OUT/rec"
-[ -d outputs/records/h200-level1-fp32 ] && cp outputs/records/h200-level1-fp32/*.jsonl "$OUT/rec/" 2>/dev/null
+[ -d outputs/records/kernelbench/h200/level1-fp32 ] && cp outputs/records/kernelbench/h200/level1-fp32/*.jsonl "$OUT/rec/" 2>/dev/null
 timeout -s INT -k 15 "$eval_s" python3 -m kbstudy eval --problems .device/kernelbench/kernelbench_levels_1-3.jsonl \
   -c .device/kernelbench/leaderboard_kernels.jsonl --level 1 --model-config "$model" \
   --out "$OUT/rec" --run h200-level1-fp32 --timing-budget-ms 500 --run-timeout "$run_timeout" --no-progress > "$OUT/eval.log" 2>&1

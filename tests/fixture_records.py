@@ -11,6 +11,8 @@ from pathlib import Path
 from kbstudy.records.schema import EvaluationRecord, ReferenceRecord, evaluation_key, reference_key
 from kbstudy.records.store import RecordStore
 
+from committed import RECORDS, committed_records
+
 NAMES = {1: "1_Square_matrix_multiplication_.py", 2: "2_Standard_matrix_multiplication_.py", 3: "19_ReLU.py",
          4: "23_Softmax.py", 5: "36_RMSNorm_.py", 6: "40_LayerNorm.py"}
 
@@ -102,9 +104,9 @@ def write_store(folder: str | Path, records: list[EvaluationRecord] | None = Non
     return store
 
 
-#: The slice of ``outputs/records/cpu-calibration`` the audit tests read: folder -> (level, problem ids). Level 1: a
-#: matrix-vector product (low spread at bf16), ReLU, softmax (zeros passes KernelBench's bf16 check) and the KL
-#: divergence (one-element output, ill-conditioned at bf16); level 2: problem 9 (identically zero at 1/64) and 37
+#: The slice of ``outputs/records/kernelbench/cpu/calibration`` the audit tests read: folder -> (level, problem ids).
+#: Level 1: a matrix-vector product (low spread at bf16), ReLU, softmax (zeros passes KernelBench's bf16 check) and the
+#: KL divergence (one-element output, ill-conditioned at bf16); level 2: problem 9 (identically zero at 1/64) and 37
 #: (GroupNorm of one-element groups at 1/64: unjudgeable).
 CALIBRATION_SLICE = {"level1-fp32": (1, {4, 19, 23, 98}), "level1-bf16": (1, {4, 19, 23, 98}),
                      "level23-fp32": (2, {9, 37}), "level23-bf16": (2, {9, 37})}
@@ -116,19 +118,15 @@ CALIBRATION_SLICE_V1 = Path(__file__).resolve().parent / "fixtures" / "cpu-calib
 
 def write_calibration_slice(dest: str | Path, source: str | Path | None = None) -> Path:
     """Copy the evaluation and reference lines of :data:`CALIBRATION_SLICE` unchanged from ``source`` (default: the
-    committed ``outputs/records/cpu-calibration``, made under checks v4; :data:`CALIBRATION_SLICE_V1` for the records
-    made before it) into ``dest/cpu-calibration/<folder>``; returns ``dest/cpu-calibration``. Skips the calling test
-    when the records are absent."""
+    committed ``outputs/records/kernelbench/cpu/calibration``, made under checks v4; :data:`CALIBRATION_SLICE_V1` for
+    the records made before it) into ``dest/cpu-calibration/<folder>``; returns ``dest/cpu-calibration``. Fails (an
+    assertion) when the committed records are absent."""
     import json
 
-    import pytest
-
-    source = Path(source) if source is not None else (
-        Path(__file__).resolve().parent.parent / "outputs" / "records" / "cpu-calibration")
+    source = Path(source) if source is not None else RECORDS / "kernelbench" / "cpu" / "calibration"
     root = Path(dest) / "cpu-calibration"
     for name, (level, ids) in CALIBRATION_SLICE.items():
-        if not (source / name / "evaluations.jsonl").exists():
-            pytest.skip(f"committed calibration records absent: {source / name}")
+        committed_records(source / name, file="evaluations.jsonl")
         out = root / name
         out.mkdir(parents=True, exist_ok=True)
         for file in ("evaluations.jsonl", "references.jsonl"):

@@ -21,12 +21,19 @@ from kbstudy.analysis import published
 from kbstudy.analysis import scoring
 from kbstudy.records.store import RecordStore
 
+from committed import RECORDS, committed_records
+
 REPO = Path(__file__).resolve().parent.parent
 KB = Path(os.environ.get("KBSTUDY_KERNELBENCH_DIR", REPO.parent / "shared" / "kernelbench"))
-H200 = REPO / "outputs" / "records" / "h200-level1-fp32"
-SMOKE = REPO / "outputs" / "records" / "h200-smoke"
-FIRST4 = REPO / "outputs" / "records" / "h200-level1-fp32-first4"
+H200 = RECORDS / "kernelbench" / "h200" / "level1-fp32"
+SMOKE = RECORDS / "kernelbench" / "h200" / "smoke"
+FIRST4 = RECORDS / "kernelbench" / "h200" / "level1-fp32-first4"
 pytestmark = pytest.mark.skipif(not (KB / "leaderboard_kernels.jsonl").exists(), reason="KernelBench data not found")
+
+
+@pytest.fixture(autouse=True)
+def _h200_records_committed():
+    committed_records(H200, SMOKE, FIRST4, file="evaluations.jsonl")
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +59,8 @@ def changes():
 def test_load_records_keeps_one_record_per_attempt():
     evaluations, references, dropped = headline.load_records([H200, FIRST4, REPO / "outputs/records/none"])
     assert len(evaluations) == 19 and len(dropped) == 4  # first4 re-measured the same 4 kernels: the first folder wins
-    assert set(dropped["kept_from"]) == {"h200-level1-fp32"} and set(dropped["records_folder"]) == {FIRST4.name}
-    assert references["key"].is_unique and set(evaluations["records_folder"]) == {"h200-level1-fp32"}
+    assert set(dropped["kept_from"]) == {H200.name} and set(dropped["records_folder"]) == {FIRST4.name}
+    assert references["key"].is_unique and set(evaluations["records_folder"]) == {H200.name}
 
 
 # ------------------------------------------------------------------------------------------------ published
@@ -209,7 +216,7 @@ def test_release_dataset(tmp_path):
     assert frame["problem_flags"].isna().all()  # records older than the field: null in Parquet, not the string "NaN"
     readme = paths["README.md"].read_text()
     assert "28 evaluation records" in readme and "| NVIDIA H200 | current | fp32 | gemini-1.5-flash | 19 | 17 | 17 | 17 | 0 |" in readme
-    assert "python -m kbstudy release --records outputs/records/h200-level1-fp32" in readme
+    assert "python -m kbstudy release --records outputs/records/kernelbench/h200/level1-fp32" in readme
     assert "A phased run" not in readme
     assert "is counted correct but not evaluated" in readme  # why a correct count can exceed `evaluated`
     before = paths["evaluations.jsonl"].read_bytes()
@@ -233,8 +240,8 @@ def test_release_dataset(tmp_path):
 
 
 def test_release_names_evaluations_whose_reference_record_is_missing(tmp_path):
-    """An evaluations file that came back without its references (session 10's watched run of current 93-100): the
-    release says which problems' reference timings are missing, and warns."""
+    """An evaluations file that came back without its references (the H200 leaderboard's run of current 93-100 at commit
+    b3c171f): the release says which problems' reference timings are missing, and warns."""
     from kbstudy.pipeline.release import orphan_evaluations, write_release
 
     partial = tmp_path / "partial"
@@ -310,8 +317,8 @@ def test_gpu_script_runs_resumes_and_matches_the_study(tmp_path):
 
 
 def test_gpu_script_redo_keeps_the_retried_records(tmp_path):
-    """A REDO call's retried records replace the ones they retry in the merged folder (session 8's retry of five
-    out-of-memory records ran on the H200 and was then dropped by the merge, which kept the first copy of a key)."""
+    """A REDO call's retried records replace the ones they retry in the merged folder (a retry of five
+    out-of-memory records on the H200 was once dropped by the merge, which kept the first copy of a key)."""
     common = dict(CHUNKS="19-19", RUN_GROUPS="top5", PRECISIONS="bf16", VERSIONS="v0")
     first = _script(tmp_path / "call1", RECORDS_DIR=str(tmp_path / "none"),
                     EXTRA_EVAL_ARGS="--device cpu --size-scale 0.0625", **common)
@@ -329,7 +336,7 @@ def test_gpu_script_redo_keeps_the_retried_records(tmp_path):
     # the phase redone is listed once (a second line made status.txt count 6 phases done of 5)
     assert (tmp_path / "call2" / "rec" / "phases_done.txt").read_text().split() == ["top5.p019-019.v0.bf16"]
     assert "phases done: 1 of 1" in (tmp_path / "call2" / "status.txt").read_text()
-    # RETRY_PHASES: the same retry first, then the call goes on with a pending phase (one command, session 9's plan)
+    # RETRY_PHASES: the same retry first, then the call goes on with a pending phase (one command)
     time.sleep(1.1)
     both = _script(tmp_path / "call3", RECORDS_DIR=str(tmp_path / "call2" / "rec"), CHUNKS="19-19 20-20",
                    RUN_GROUPS="top5", PRECISIONS="bf16", VERSIONS="v0", RETRY_PHASES=r"p019-019",

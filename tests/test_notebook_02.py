@@ -14,8 +14,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fixture_records import write_calibration_slice
 from kbstudy.analysis import audit
+
+from committed import committed_records
+from fixture_records import write_calibration_slice
 
 pytest.importorskip("papermill")
 pytest.importorskip("jupytext")
@@ -33,8 +35,9 @@ def rendered(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("nb02")
     calibration = write_calibration_slice(tmp)
     params = _load_mapping(REPO / "params" / "02_correctness_audit.cpu-default.yaml")
-    params.update(records_dirs=[str(calibration), "outputs/records/h200-smoke", "outputs/records/cpu-dlrm"],
-                  output_dir=str(tmp / "analysis"))
+    smoke, dlrm = "outputs/records/kernelbench/h200/smoke", "outputs/records/dlrm_bench/cpu/study"
+    committed_records(REPO / smoke, REPO / dlrm, file="evaluations.jsonl")
+    params.update(records_dirs=[str(calibration), smoke, dlrm], output_dir=str(tmp / "analysis"))
     written = render_notebook(NOTEBOOK, tmp / "reports" / "02_correctness_audit.ipynb", params, root=REPO, html=False)
     return tmp, written["ipynb"], tmp / "analysis", params
 
@@ -87,20 +90,22 @@ def test_h200_params_read_each_candidate_once_and_tolerate_a_run_to_come():
 
     params = _load_mapping(REPO / "params" / "02_correctness_audit.h200.yaml")
     folders, missing = audit.expand_records_dirs(params["records_dirs"])
-    names = {f.name for f in folders}
-    assert names >= {"h200-smoke", "h200-level1-fp32", "level1-fp32", "level1-bf16"}
-    # h200-level1-fp32-first4 holds the first four of h200-level1-fp32's candidates: reading both counts them twice
-    assert "h200-level1-fp32-first4" not in names
-    assert all(m.startswith("outputs/records/h200-") for m in missing)
+    names = {Path(f).resolve().relative_to(REPO).as_posix().removeprefix("outputs/records/") for f in folders}
+    assert names >= {"kernelbench/h200/smoke", "kernelbench/h200/level1-fp32", "kernelbench/h200/calibration/level1-fp32",
+                     "kernelbench/h200/calibration/level1-bf16"}
+    # kernelbench/h200/level1-fp32-first4 holds the first four of level1-fp32's candidates: reading both counts them
+    # twice
+    assert "kernelbench/h200/level1-fp32-first4" not in names
+    assert all(m.startswith("outputs/records/kernelbench/h200/") for m in missing)
     ev, _ = audit.load_records(folders)
-    # gemini-1.5-flash's kernels were run twice at fp32 (h200-level1-fp32, then the leaderboard run): both folders
+    # gemini-1.5-flash's kernels were run twice at fp32 (kernelbench/h200/level1-fp32, then the leaderboard): both folders
     # are read, and the audit's candidate tables take each attempt once, from the folder listed first (the leaderboard)
     gemini = ev[ev.model_config == "gemini-1.5-flash"]
     assert gemini.duplicated(["problem_version", "problem_id", "candidate_sha256", "precision"]).any()
     kept = audit.candidate_records(ev)
     kept = kept[kept.model_config == "gemini-1.5-flash"]
     assert not kept.duplicated(["problem_version", "problem_id", "candidate_sha256", "precision"]).any()
-    assert set(kept.records_dir) == {"outputs/records/h200-level1-leaderboard"}
+    assert set(kept.records_dir) == {"outputs/records/kernelbench/h200/leaderboard"}
     assert len(kept) == len(gemini.drop_duplicates(["problem_version", "problem_id", "candidate_sha256", "precision"]))
 
 

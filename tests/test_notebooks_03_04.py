@@ -3,8 +3,8 @@
 ``kbstudy.analysis.dlrm`` compute from the same records, a few numbers are checked against the records
 themselves, and the rendered notebooks must pass strict nbval on a re-run.
 
-The records (``outputs/records/cpu-profile``, ``outputs/records/cpu-dlrm``) are read-only inputs; everything the
-notebooks write goes to a temporary folder.
+The records (``outputs/records/profiles/cpu/study``, ``outputs/records/dlrm_bench/cpu/study``) are read-only inputs;
+everything the notebooks write goes to a temporary folder.
 """
 
 from __future__ import annotations
@@ -29,12 +29,14 @@ from kbstudy.analysis import profiles as prof_report  # noqa: E402
 from kbstudy.profiling.addressable import paper_comparison  # noqa: E402
 from kbstudy.records.store import RecordStore  # noqa: E402
 
+from committed import RECORDS, committed_records  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
 SANITIZE = REPO / "tests" / "nbval_sanitize.cfg"
-PROFILE_RECORDS = REPO / "outputs" / "records" / "cpu-profile"
-DLRM_RECORDS = REPO / "outputs" / "records" / "cpu-dlrm"
-H200_PROFILE_RECORDS = REPO / "outputs" / "records" / "h200-profile"
-H200_DLRM_RECORDS = REPO / "outputs" / "records" / "h200-dlrm-gpu-run"
+PROFILE_RECORDS = RECORDS / "profiles" / "cpu" / "study"
+DLRM_RECORDS = RECORDS / "dlrm_bench" / "cpu" / "study"
+H200_PROFILE_RECORDS = RECORDS / "profiles" / "h200" / "eager"
+H200_DLRM_RECORDS = RECORDS / "dlrm_bench" / "h200" / "preliminary"
 H200_REPORT = REPO / "outputs" / "reports" / "h200" / "03_addressable_fraction.ipynb"
 pytestmark = pytest.mark.slow
 
@@ -51,8 +53,8 @@ def _params(name: str, out_dir: Path) -> dict:
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     """``{notebook: (ipynb, output_dir)}`` for notebooks 03 and 04, rendered once for the module."""
-    if not (PROFILE_RECORDS / "workloads.jsonl").exists() or not (DLRM_RECORDS / "evaluations.jsonl").exists():
-        pytest.skip("committed CPU records absent")
+    committed_records(PROFILE_RECORDS, file="workloads.jsonl")
+    committed_records(DLRM_RECORDS, file="evaluations.jsonl")
     from kbstudy.pipeline.study import render_notebook
 
     tmp = tmp_path_factory.mktemp("nb0304")
@@ -119,7 +121,7 @@ def test_notebook_03_tables_equal_report(rendered):
     assert (sweep["row_from"] == "workloads.jsonl").all()
 
     sources = pd.read_csv(tables / "row_sources.csv", keep_default_na=False, na_values=[""])
-    assert sources["source_folder"].eq("outputs/records/cpu-profile").all() and len(sources) == 14
+    assert sources["source_folder"].eq("outputs/records/profiles/cpu/study").all() and len(sources) == 14
     assert not (tables / "folder_agreement.csv").exists()  # no supplementary folder on the CPU default
     notes = (tables / "paper_comparison_notes.txt").read_text().splitlines()
     assert notes == prof_report.paper_comparison_notes(table, prof_report.sweep_table(table, workloads))
@@ -231,12 +233,12 @@ def test_rendered_notebooks_pass_nbval(rendered):
 # ------------------------------------------------------------------------------------------------ partial records
 
 
-@pytest.mark.skipif(not (H200_PROFILE_RECORDS / "workloads.jsonl").exists() or not H200_REPORT.exists(),
-                    reason="H200 profile records or rendering absent")
+@pytest.mark.skipif(not H200_REPORT.exists(), reason="H200 rendering absent")
 def test_committed_h200_rendering_equals_report_on_its_records():
     """The committed H200 notebook 3 (``outputs/reports/h200/``) shows what ``kbstudy.analysis.profiles`` computes from
     the committed records with its params (main folder plus the earlier call's kernel tables): a stale rendering fails
     here, without re-executing it (``make nbval`` does that)."""
+    committed_records(H200_PROFILE_RECORDS, file="workloads.jsonl")
     from kbstudy.pipeline.study import _load_mapping, project_path
 
     params = _load_mapping(REPO / "params" / "03_addressable_fraction.h200.yaml")
@@ -264,9 +266,9 @@ def test_committed_h200_rendering_equals_report_on_its_records():
         assert (REPO / params["output_dir"] / "figures" / f"{fig}.png").stat().st_size > 0
 
 
-@pytest.mark.skipif(not (H200_DLRM_RECORDS / "evaluations.jsonl").exists(), reason="H200 DLRM records absent")
 def test_dlrm_missing_names_gaps():
     """The preliminary H200 folder (the former runner's layout) stays readable: self-check as ``correct``."""
+    committed_records(H200_DLRM_RECORDS, file="evaluations.jsonl")
     assert dlrm_report.run_layout(H200_DLRM_RECORDS) == "preliminary"
     table, machine = dlrm_report.load_run(H200_DLRM_RECORDS)
     assert dlrm_report.missing(table, machine) == []
@@ -296,19 +298,21 @@ def _code_without_docstrings(source: str) -> str:
                     reason="H200 notebook 4 rendering absent")
 def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
     """The committed H200 notebook 4 shows what ``kbstudy.analysis.dlrm`` computes from the records its params
-    name (session 16's last run, of the kernels of commit cbec50b, compared with session 15's run and with the
-    session's first full run, which holds eleven of the twelve files): a stale rendering fails here. The records say
-    which record is which file, that the two new kernels (5 and 12) took less device time than the files they replace
-    where both were measured in the same run, and that the device time of one file reproduces between runs."""
+    name (``dlrm_bench/h200/final``, the kernels of commit cbec50b, compared with ``previous-kernels``, whose files
+    differ in 5 and 12, and with ``repeat``, which holds eleven of the twelve files): a stale rendering fails here. The
+    records say which record is which file, that the two new kernels (5 and 12) took less device time than the files
+    they replace where both were measured in the same run, and that the device time of one file reproduces between
+    runs."""
     from kbstudy.suites.dlrm_bench import load_dlrm_candidates
     from kbstudy.pipeline.study import _load_mapping, project_path
 
     params = _load_mapping(REPO / "params" / "04_dlrm_bench.h200.yaml")
-    assert params["records_dir"] == "outputs/records/h200-dlrm-s16-final"
-    assert params["previous_records_dir"] == "outputs/records/h200-dlrm-s15"
-    assert params["repeat_records_dir"] == "outputs/records/h200-dlrm-s16"
+    assert params["records_dir"] == "outputs/records/dlrm_bench/h200/final"
+    assert params["previous_records_dir"] == "outputs/records/dlrm_bench/h200/previous-kernels"
+    assert params["repeat_records_dir"] == "outputs/records/dlrm_bench/h200/repeat"
     records_dir, previous_dir, repeat_dir = (project_path(params[k], REPO) for k in (
         "records_dir", "previous_records_dir", "repeat_records_dir"))
+    committed_records(records_dir, previous_dir, repeat_dir, file="evaluations.jsonl")
     table, machine = dlrm_report.load_run(records_dir)
     before, _ = dlrm_report.load_run(previous_dir)
     repeat, _ = dlrm_report.load_run(repeat_dir)
@@ -338,7 +342,7 @@ def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
         assert note in text
     assert "memory-bound problems within 1.25x of the floor: 4 EmbeddingBagBackward (1.19x)" in text  # per call
     assert "win rate over eager: 100.0% (12 of 12; paper 41.7%)" in text
-    assert "other run: outputs/records/h200-dlrm-s16" in text
+    assert "other run: outputs/records/dlrm_bench/h200/repeat" in text
     assert (table["speedup_significant"] == True).all()  # noqa: E712 - every kernel a significant win over eager
     # the target, by (clean-L2) device time: five memory-bound kernels within it (9 and 12 on the line: 12 at 1.256x
     # here, 1.245x in the repeat run, whose machine measured a 1.5 % lower copy bandwidth); a plain copy of the
@@ -374,19 +378,18 @@ def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
     assert all(ours[p] == shipped[p] for p in range(1, 13))
     again = repeated[repeated["model_config"] == "kbstudy-triton"].set_index("problem_id")["candidate_sha256"]
     assert [p for p in range(1, 13) if again[p] != shipped[p]] == [5]
-    # which record is which file: ten kernels are session 15's shipped files; 12 is the variant s15-d, measured beside
-    # session 15's file in two runs, and 5 the variant s16-c, measured beside session 14's file (the one session 15
-    # shipped); each with its device-time interval below 1 in the same run
+    # which record is which file: ten kernels are the files of previous-kernels; 12 is the variant s15-d, measured
+    # beside that run's file in two runs, and 5 the variant s16-c, measured beside that run's file too; each with its
+    # device-time interval below 1 in the same run
     s15 = RecordStore(previous_dir).evaluations_frame()
     s15_ours = s15[s15["model_config"] == "kbstudy-triton"].set_index("problem_id")["candidate_sha256"]
     assert [p for p in range(1, 13) if ours[p] != s15_ours[p]] == [5, 12]
-    for folder, config, problem in (("h200-dlrm-s15-p12", "s15-d", 12), ("h200-dlrm-s15-repeat", "s15-d", 12),
-                                    ("h200-dlrm-s16-round2", "s16-c", 5)):
-        variants = dlrm_report.variants(REPO / "outputs" / "records" / folder).set_index(["problem_id", "model_config"])
-        runs = RecordStore(REPO / "outputs" / "records" / folder).evaluations_frame().set_index(
-            ["problem_id", "model_config"])
-        measured = (REPO / "outputs" / "records" / folder / "candidates" / config /
-                    f"level_5_problem_{problem}_sample_0_kernel.py").read_text()
+    for folder, config, problem in (("variants-problem-12", "s15-d", 12), ("variants-problem-12-repeat", "s15-d", 12),
+                                    ("variants-problem-5", "s16-c", 5)):
+        folder = committed_records(RECORDS / "dlrm_bench" / "h200" / folder)
+        variants = dlrm_report.variants(folder).set_index(["problem_id", "model_config"])
+        runs = RecordStore(folder).evaluations_frame().set_index(["problem_id", "model_config"])
+        measured = (folder / "candidates" / config / f"level_5_problem_{problem}_sample_0_kernel.py").read_text()
         assert runs.loc[(problem, config), "candidate_sha256"] == hashlib.sha256(measured.encode()).hexdigest()
         # the shipped file is the measured one with its module docstring rewritten: the same code
         assert _code_without_docstrings(measured) == _code_without_docstrings(shipped_source[problem])

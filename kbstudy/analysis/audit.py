@@ -395,7 +395,7 @@ def candidate_records(evaluations, precisions: Sequence[str] | None = None):
 
     An attempt is :data:`kbstudy.analysis.headline.IDENTITY` (configuration, candidate source, problem and its version,
     sample, precision, size, hardware). Where several folders hold it (a smoke run and the full run, or an earlier run
-    of the same kernels: gemini-1.5-flash's in ``h200-level1-fp32`` and the leaderboard run), the record of the folder
+    of the same kernels: gemini-1.5-flash's in ``kernelbench/h200/level1-fp32`` and the leaderboard run), the record of the folder
     listed first is kept (``evaluations`` in :func:`load_records`' folder order): the rule of
     :func:`kbstudy.analysis.headline.load_records` (notebook 01, the release), through the same
     :func:`kbstudy.analysis.headline.repeated_attempts`. The null candidates are left as they are."""

@@ -395,7 +395,7 @@ def problem_footprint(problem, size_scale: float = 1.0) -> dict:
 #: Elements (inputs plus first output, :func:`problem_footprint`) above which a problem is calibrated in the *solo*
 #: lane, alone on its GPU, rather than in a lane that shares the GPU. At full size one lane needed about 100 GB for
 #: level-1 5_Matrix_scalar_multiplication (2.1e9 elements of input and output: about 50 bytes per element, for the
-#: float64 references and the input sets; outputs/records/h200-calibration/README.md, session 3), so a shared lane
+#: float64 references and the input sets; outputs/records/kernelbench/h200/calibration/README.md, session 3), so a shared lane
 #: under this bound needs at most about 20 GB, and three of them fit an H200's 141 GB with room for their CUDA
 #: contexts and the allocator's caches.
 SHARED_LANE_NUMEL = 4 * 10**8

@@ -6,7 +6,7 @@ Two layouts are read:
   ``references.jsonl`` in the :mod:`kbstudy.records.store` schema (both verdicts, timings), ``floors.jsonl`` (one floor per
   problem) and ``machine.json``. Per problem the record of our candidate (model configuration ``kbstudy-triton``) at
   the problem's precision (:func:`kbstudy.suites.dlrm_bench.problem_precision`) is used, the latest if there are several.
-* ``preliminary`` (the benchmark's former runner, e.g. ``outputs/records/h200-dlrm-gpu-run``): floors and a
+* ``preliminary`` (the benchmark's former runner, e.g. ``outputs/records/dlrm_bench/h200/preliminary``): floors and a
   self-check (relative L2 error against float64) in each evaluation record's ``metadata``, verdict fields null. Read
   as it is: ``correct`` is the self-check there, and ``kernelbench_correct``/``kbstudy_correct`` are empty.
 
@@ -109,7 +109,7 @@ DEVICE_FLUSHES = {
             "its output and the L2) are written back after its end event",
     "write": "each device-time call followed a flush that wrote a 2 x L2 buffer (records before session 15), so its "
              "device time includes the write-back of the flush's dirty lines (2.5-8.4 us per call for most of our "
-             "kernels on the H200, outputs/records/h200-flush-s15)",
+             "kernels on the H200, outputs/records/dlrm_bench/h200/flush-states)",
 }
 #: The columns of :func:`kernel_moves`, in order.
 MOVE_COLUMNS = ("problem_id", "problem", "model_config", "same_file", "before_ms", "after_ms", "delta_us",

@@ -288,7 +288,7 @@ def calibrate_command(
 @app.command("calibration-report")
 def calibration_report_command(
     records: list[Path] = typer.Argument(..., help="calibration record folders, e.g. "
-                                                   "outputs/records/h200-calibration/level23-fp32"),
+                                                   "outputs/records/kernelbench/h200/calibration/level23-fp32"),
 ) -> None:
     """Print the calibration report of record folders that already exist, evaluating nothing (the report `calibrate`
     prints at its end, read as notebook 02 reads the records: `kbstudy.analysis.calibration.folder_findings`). Exits 1 when a

@@ -67,7 +67,7 @@ its output and the L2) are written back after its end event. Neither is a pipeli
 errs low by at most that remainder of the call's own writes, the writing flush high by the foreign write-back. On the
 H200 (L2 60 MB) the write-flush added 2.5-8.4 us to the device time of ten of our twelve DLRM-Bench kernels (1.6 and 0.2
 us to the compute-bound 10 and 11, nothing to kernel 5, whose host wait hides it) and 2.4-4.4 us to copies of the ten
-memory-bound problems' compulsory bytes (31-2059 MB), against the reading flush (``outputs/records/h200-flush-s15``,
+memory-bound problems' compulsory bytes (31-2059 MB), against the reading flush (``outputs/records/dlrm_bench/h200/flush-states``,
 ``scripts/bench_l2_flush.py``). The per-call timing keeps the write-flush: it is KernelBench's, a speedup compares two
 times that both pay it, and the study's records are comparable across sessions. The device time, which a floor bounds,
 uses the reading flush (:data:`DEVICE_FLUSH_MODE`); records say which (``metadata.device_time.flush``; records before
@@ -123,7 +123,7 @@ DISCREPANCY_ABS_MS = 0.02
 #: Device time (:func:`time_device`): timed calls (fewer for a slow call: as many as fit ``DEVICE_TIME_BUDGET_MS``
 #: of work, at least ``DEVICE_TIME_MIN_REPS``) and the spin before each, in us. 2 ms outlasts every forward's host
 #: time measured on the H200 (at most ~450 us, DLRM-Bench kernel 5 with its host synchronisation:
-#: ``outputs/records/h200-dlrm-s13/gap``), and costs 20 x 2 ms = 40 ms of GPU time per candidate.
+#: ``outputs/records/dlrm_bench/h200/host-gap/gap``), and costs 20 x 2 ms = 40 ms of GPU time per candidate.
 DEVICE_TIME_REPS = 20
 DEVICE_TIME_MIN_REPS = 5
 DEVICE_TIME_BUDGET_MS = 500.0
@@ -148,7 +148,7 @@ SPEEDUP_MIN_SAMPLES = 5
 #: correctness trial; the first call of a ``torch.compile`` baseline compiles, so only a slow *second* call counts),
 #: ``SLOW_CALL_REPS`` timed calls and host blocks of one call. 1 s is 25x the
 #: slowest eager baseline of KernelBench level 1 on the H200 (66_conv_standard_3D v0, 41 ms;
-#: outputs/records/h200-level1-leaderboard), so such a call is no speedup candidate; at 10 timed calls, 3 warm-up
+#: outputs/records/kernelbench/h200/leaderboard), so such a call is no speedup candidate; at 10 timed calls, 3 warm-up
 #: calls and 9 host-check calls, a 4 s candidate (current 91_cumsum_reverse, claude-3.5-sonnet) ran past the 60 s
 #: stage timeout and lost its timing (session 9). ``SLOW_CALL_REPS`` keeps the speedup test possible.
 SLOW_CALL_MS = 1000.0

@@ -13,7 +13,7 @@ A *study file* (``params/study/*.yaml``; JSON-compatible YAML) names evaluation 
         precision: fp32
         device: auto                       # auto: cuda when torch sees a GPU, else cpu
         size_scale: 0.0625
-        records: outputs/records/cpu-default
+        records: outputs/records/kernelbench/cpu/study
         eval: {compile_baseline: false}    # any other kbstudy.harness.orchestrator.EvalConfig field
     notebooks:
       - notebook: notebooks/01_kernelbench_level1.py    # jupytext percent source

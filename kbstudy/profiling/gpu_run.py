@@ -2,11 +2,11 @@
 
 Usage (GPU, from the repository root)::
 
-    python -m kbstudy.profiling.gpu_run --out outputs/records/h200-profile
+    python -m kbstudy.profiling.gpu_run --out outputs/records/profiles/h200/eager
 
 CPU (tiny configurations, per-ATen-operator self time; the same code path)::
 
-    python -m kbstudy.profiling.gpu_run --device cpu --tiny --out outputs/records/cpu-profile --overwrite
+    python -m kbstudy.profiling.gpu_run --device cpu --tiny --out outputs/records/profiles/cpu/study --overwrite
 
 Files written under ``--out`` (JSONL through :func:`kbstudy.records.store.append_jsonl`, one line per record):
 

@@ -2,7 +2,7 @@
 
 exportable to Parquet.
 
-Store layout (one *run* folder, e.g. ``outputs/records/h200-level1-fp32``)::
+Store layout (one *run* folder, e.g. ``outputs/records/kernelbench/h200/level1-fp32``)::
 
     evaluations.jsonl   one EvaluationRecord a line
     references.jsonl    one ReferenceRecord a line

@@ -1,7 +1,8 @@
-"""``kbstudy.analysis.audit`` on real records: a fixture-sized slice of the CPU calibration as committed before checks v4
-(``tests/fixtures/cpu-calibration-v1``, the path that recomputes flags and the v4 verdict from recorded metrics) and of
-the committed one made under checks v4 (``outputs/records/cpu-calibration``), copied line by line into a temporary
-folder by ``fixture_records.write_calibration_slice``; and the committed H200 and DLRM-Bench records. Expected values are read off the records themselves (quoted in the comments) or follow from the definitions."""
+"""``kbstudy.analysis.audit`` on real records: a fixture-sized slice of the CPU calibration as committed before checks
+v4 (``tests/fixtures/cpu-calibration-v1``, the path that recomputes flags and the v4 verdict from recorded metrics) and
+of the committed one made under checks v4 (``outputs/records/kernelbench/cpu/calibration``), copied line by line into a
+temporary folder by ``fixture_records.write_calibration_slice``; and the committed H200 and DLRM-Bench records. Expected
+values are read off the records themselves (quoted in the comments) or follow from the definitions."""
 
 from __future__ import annotations
 
@@ -21,19 +22,24 @@ from kbstudy.analysis import audit
 from kbstudy.verdict import checks as verify
 from kbstudy.analysis.calibration import SOLO_LANE, assign_lanes, problem_footprint, select_by_footprint
 
+from committed import committed_records
 from fixture_records import CALIBRATION_SLICE_V1, write_calibration_slice
 
 from .helpers import REPO
 
 RECORDS = REPO / "outputs" / "records"
+SMOKE = RECORDS / "kernelbench" / "h200" / "smoke"
+CPU_DLRM = RECORDS / "dlrm_bench" / "cpu" / "study"
+H200_CALIBRATION = RECORDS / "kernelbench" / "h200" / "calibration"
 
 
 @pytest.fixture(scope="module")
 def records(tmp_path_factory):
+    committed_records(SMOKE, CPU_DLRM)
     tmp = tmp_path_factory.mktemp("audit")
     write_calibration_slice(tmp, CALIBRATION_SLICE_V1)
     folders, missing = audit.expand_records_dirs(
-        [tmp / "cpu-calibration", RECORDS / "h200-smoke", RECORDS / "cpu-dlrm", tmp / "h200-not-yet"], root=tmp)
+        [tmp / "cpu-calibration", SMOKE, CPU_DLRM, tmp / "h200-not-yet"], root=tmp)
     ev, refs = audit.load_records(folders, root=tmp)
     return {"tmp": tmp, "folders": folders, "missing": missing, "ev": ev, "refs": refs,
             "findings": audit.null_findings(ev, refs, ["fp32", "bf16"])}
@@ -51,7 +57,8 @@ def test_expand_and_load(records):
     assert records["missing"] == [str(records["tmp"] / "h200-not-yet")]  # absent GPU run: listed, not fatal
     ev = records["ev"]
     assert set(ev.setting) == {"AMD EPYC, 1/64 size", "NVIDIA H200, full size", "AMD EPYC, 1/512 size"}
-    assert {"cpu-calibration/level1-fp32", "h200-smoke", "cpu-dlrm"} <= set(ev.records_dir)
+    # folders outside ``root`` are named by their last component
+    assert {"cpu-calibration/level1-fp32", "smoke", "study"} <= set(ev.records_dir)
     overview = audit.records_overview(ev)
     row = overview[overview.records_dir.str.endswith("level1-fp32")].iloc[0]
     assert (row.problems, row.null_records, row.candidate_records) == (4, 36, 0)  # 4 problems x 9 nulls
@@ -350,7 +357,7 @@ def test_calibrate_cli_options(levels_file, tmp_path):
 
 def test_a_problem_in_two_folders_of_one_setting_counts_once(tmp_path):
     # 23_Softmax's all-zeros output at fp32, full size, is in the H200 smoke run and in the H200 calibration: one problem
-    folders, _ = audit.expand_records_dirs([RECORDS / "h200-smoke", RECORDS / "h200-calibration"], root=tmp_path)
+    folders, _ = audit.expand_records_dirs(committed_records(SMOKE, H200_CALIBRATION), root=tmp_path)
     ev, refs = audit.load_records(folders, root=tmp_path)
     both = ev[(ev.model_config == "null:zeros") & (ev.level == 1) & (ev.problem_id == 23) & (ev.precision == "fp32")]
     assert both.records_dir.nunique() == 2  # (the calibration folder may hold a retried attempt too)

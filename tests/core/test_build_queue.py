@@ -143,7 +143,7 @@ def test_child_kill_from_two_threads_closes_the_pipe_once(monkeypatch):
     child.kill()  # and once more, later: nothing left to do
 
 
-# ------------------------------------------------------------------ a build lock left by a killed build (session 8)
+# ------------------------------------------------------------------------------ a build lock left by a killed build
 
 
 def _stale_build_lock(tmp_path, cand, name: str = "ext"):

@@ -17,7 +17,11 @@ from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.problems import make_problem
 from kbstudy.records.store import RecordStore
 
+from committed import RECORDS, committed_records
+
 from .helpers import cpu_config
+
+H200_CALIBRATION = RECORDS / "kernelbench" / "h200" / "calibration"
 
 _DEGENERATE = '''
 import torch
@@ -314,13 +318,9 @@ def test_calibrate_report_judges_old_records_as_the_audit_does():
     ``null:reference`` on 89_cumsum, rejected under checks v3, is excused (its problem is unjudgeable at bf16, a flag
     its older reference record lacks), where the recorded flags alone (``calibration_findings``) would call it a
     violation of the calibration rule."""
-    from pathlib import Path
-
     from kbstudy.analysis.calibration import folder_findings
 
-    folder = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-calibration" / "level1-bf16"
-    if not (folder / "evaluations.jsonl").exists():
-        pytest.skip("H200 calibration records absent")
+    folder = committed_records(H200_CALIBRATION / "level1-bf16", file="evaluations.jsonl")
     store = RecordStore(folder)
     recorded = calibration_findings(store.evaluations_frame(), store.references_frame())
     resolved = folder_findings(store)
@@ -416,13 +416,9 @@ def test_h200_level2_dropout_problem_is_unjudgeable_on_its_committed_records():
     """The H200 records of level-2 66_Matmul_Dropout_Softmax at fp32 (commit 8f2f9f8) carry ``unjudgeable: false``
     (the all-zeros test alone); the current rule, applied to what they hold, flags the problem and excuses the mean
     null's acceptance, so the level-2/3 calibration has no violation."""
-    from pathlib import Path
-
     from kbstudy.analysis.calibration import folder_findings
 
-    folder = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-calibration" / "level23-fp32"
-    if not (folder / "evaluations.jsonl").exists():
-        pytest.skip("H200 calibration records absent")
+    folder = committed_records(H200_CALIBRATION / "level23-fp32", file="evaluations.jsonl")
     store = RecordStore(folder)
     findings = folder_findings(store)
     dropout = findings[(findings.level == 2) & (findings.problem_id == 66)].set_index("null")
@@ -439,11 +435,7 @@ def test_calibration_report_reads_existing_folders(tmp_path):
     """``kbstudy calibration-report`` prints the report of committed folders without evaluating: the H200 level-2/3 fp32
     calibration passes (0 violations, 13 excused), and the same records with one must-fail null edited to pass on an
     unflagged problem fail with exit code 1."""
-    from pathlib import Path
-
-    folder = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-calibration" / "level23-fp32"
-    if not (folder / "evaluations.jsonl").exists():
-        pytest.skip("H200 calibration records absent")
+    folder = committed_records(H200_CALIBRATION / "level23-fp32", file="evaluations.jsonl")
     result = CliRunner().invoke(app, ["calibration-report", str(folder)])
     assert result.exit_code == 0, result.output
     assert "0 violations, 13 excused, 0 null records not evaluated" in result.output
@@ -469,16 +461,14 @@ def test_calibration_report_reads_existing_folders(tmp_path):
 
 
 def test_the_committed_h200_calibration_is_complete_and_its_counts_hold():
-    """The H200 calibration (``outputs/records/h200-calibration``, sessions 3-12) as its README and docs/verifier.md
-    quote it: every null evaluated on every problem at fp32 and bf16, but level-3 33_VanillaRNN and 35_LSTM at bf16,
+    """The H200 calibration (``outputs/records/kernelbench/h200/calibration``) as its README and docs/verifier.md quote
+    it: every null evaluated on every problem at fp32 and bf16, but level-3 33_VanillaRNN and 35_LSTM at bf16,
     whose reference raises (a float32 hidden state beside a bf16 model); 0 violations in every folder; all-zeros
     passes KernelBench's check on 2 (fp32) and 4 (bf16) of 100 level-1 problems, 5 and 7 of 100 level-2, none at
     level 3 or on DLRM-Bench."""
-    from pathlib import Path
-
     from kbstudy.analysis.calibration import folder_findings
 
-    root = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-calibration"
+    root = committed_records(H200_CALIBRATION)
     zeros_pass = {("level1", "fp32"): 2, ("level1", "bf16"): 4, ("dlrm", "fp32"): 0, ("dlrm", "bf16"): 0}
     for prefix in ("level1", "dlrm", "level23"):
         for precision in ("fp32", "bf16"):

@@ -229,7 +229,7 @@ def test_time_pool_checks_random_device_time_calls():
 def test_the_reading_flush_leaves_the_next_call_less_to_write_back():
     """The device time's flush reads its buffer (``l2_flusher(..., "read")``) and leaves clean lines; the per-call
     timing's writes it and leaves dirty ones, whose write-back the next call pays: a 64 MB copy's device time is
-    lower after the reading flush (session 15 on the H200: 17.6 vs 20.4 us, ``scripts/bench_l2_flush.py``)."""
+    lower after the reading flush (on the H200: 17.6 vs 20.4 us, ``scripts/bench_l2_flush.py``)."""
     from kbstudy.harness.timing import time_device
 
     src = torch.ones(32 << 20, dtype=torch.uint8, device="cuda")

@@ -1,7 +1,7 @@
 """Failures of the machine rather than of a candidate: retrying recorded outcomes (``EvalConfig.retry_outcomes``,
 ``--retry-outcome``) and replacing worker processes that die while starting (``ChildPool``).
 
-Both were needed on the H200 (session 3): calibration lanes sharing one GPU ran out of memory, which left
+Both are needed on the H200: calibration lanes sharing one GPU ran out of memory, which left
 ``out_of_memory`` and ``crashed`` records that a resume would otherwise count as done, and a spare worker that died
 creating its CUDA context stopped a whole batch. Real problem (KernelBench 19_ReLU at 1/16 size), real workers.
 """

@@ -1,6 +1,6 @@
 """``scripts/bench_dlrm_gap.py`` (where a timed call's time goes: host, cold cache, kernels). Its timing needs a GPU;
 on a CPU it must say so and stop, and its arithmetic -- the two shares of the gap from three medians -- is checked
-here with real numbers of session 13's shape."""
+here with real numbers of the H200's shape (``outputs/records/dlrm_bench/h200/host-gap/gap``)."""
 
 import subprocess
 import sys

@@ -3,9 +3,10 @@ a candidate file must stand alone).
 
 ``_launch`` launches a compiled kernel directly once the JIT has compiled it for an argument specialisation; that is
 correct only if ``_specialization`` tells apart every pair of launches Triton would compile differently. On a CPU the
-direct path is off (the interpreter compiles nothing), so the GPU runs' verdicts cover it (``h200-dlrm-s7``: all 12
-pass both verdicts through it; ``h200-dlrm-s12``, with the current device in the cache key: all 12 pass too); here: the specialisation key itself, that every file routes every launch through
-``_launch``, and that the twelve copies are the same code.
+direct path is off (the interpreter compiles nothing), so the GPU runs' verdicts cover it (every H200 run since the
+lean launch, ``outputs/records/dlrm_bench/h200/launch-paths`` first: all 12 pass both verdicts through it, and with the
+current device in the cache key in ``outputs/records/dlrm_bench/h200/final``); here: the specialisation key itself,
+that every file routes every launch through ``_launch``, and that the twelve copies are the same code.
 """
 
 import ast
@@ -96,10 +97,10 @@ def test_specialization_tells_apart_what_triton_compiles_apart(spec):
 
 def test_host_time_benchmark_counts_each_forwards_launches():
     """``scripts/bench_dlrm_host.py`` on this CPU (launches replaced by a counter): every problem runs, and each
-    forward makes as many Triton launches as it did in session 8 (one, except 4: two, 5: three, 10: six), so a change
-    that adds a launch -- host time in every timed call -- is seen. Only ``_launch`` calls are counted, not torch
-    ops: problem 4's two are its link and dense-gradient kernels (since session 13 with no zero fill of its row table
-    per call, only one ``zero_`` when its epochs wrap)."""
+    forward makes the Triton launches it is designed for (one, except 4: two, 5: three, 10: six), so a change that
+    adds a launch -- host time in every timed call -- is seen. Only ``_launch`` calls are counted, not torch ops:
+    problem 4's two are its link and dense-gradient kernels (no zero fill of its row table per call, only one
+    ``zero_`` when its epochs wrap)."""
     import subprocess
     import sys
 

@@ -1,7 +1,8 @@
 """Notebook 4's tables: the launch-aware view (launch latency, launch-bound flags, ours / (floor + one launch)) read
 from a copy of the committed CPU records, with and without a launch latency in ``machine.json``; variants, kernel
-moves and the gather bandwidth; and the device-time view and the variants' intervals, on the committed session-7 H200
-records (``h200-dlrm-s7``) and on synthetic edits of the CPU records."""
+moves and the gather bandwidth; and the device-time view and the variants' intervals, on the committed H200 records
+of the lean and the JIT launch (``outputs/records/dlrm_bench/h200/launch-paths``) and on synthetic edits of the CPU
+records."""
 
 import json
 import shutil
@@ -12,13 +13,15 @@ import pytest
 
 from kbstudy.analysis import dlrm as report
 
+from committed import RECORDS, committed_records
+
+CPU_RECORDS = RECORDS / "dlrm_bench" / "cpu" / "study"
+
 
 def test_report_launch_aware_view(tmp_path):
     """A machine with a launch latency: launch-bound flags, ours / (floor + one launch) and the summary's three rows;
     without one (the committed records predate it) the same columns are empty and the rest is unchanged."""
-    src = Path(__file__).resolve().parents[2] / "outputs" / "records" / "cpu-dlrm"
-    if not (src / "evaluations.jsonl").exists():
-        pytest.skip("committed CPU records absent")
+    src = committed_records(CPU_RECORDS, file="evaluations.jsonl")
     shutil.copytree(src, tmp_path / "run")
     machine = json.loads((tmp_path / "run" / "machine.json").read_text())
     machine.setdefault("details", {}).pop("launch_triton_ms", None)
@@ -49,9 +52,7 @@ def test_report_launch_aware_view(tmp_path):
 
 
 def _run_copy(tmp_path, launch_triton_ms=None, launch_torch_ms=None) -> Path:
-    src = Path(__file__).resolve().parents[2] / "outputs" / "records" / "cpu-dlrm"
-    if not (src / "evaluations.jsonl").exists():
-        pytest.skip("committed CPU records absent")
+    src = committed_records(CPU_RECORDS, file="evaluations.jsonl")
     dst = tmp_path / "run"
     shutil.copytree(src, dst)
     machine = json.loads((dst / "machine.json").read_text())
@@ -205,8 +206,15 @@ def test_achieved_and_gather_bandwidth(tmp_path):
 
 # ------------------------------------------------------------------------------------------------ device-time view
 
-S7_RECORDS = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-dlrm-s7"
-needs_s7 = pytest.mark.skipif(not (S7_RECORDS / "evaluations.jsonl").exists(), reason="h200-dlrm-s7 records absent")
+#: One H200 run of all twelve kernels twice: the shipped files (lean launch) and the same kernels launched through
+#: Triton's JIT (``kbstudy-triton-jit``), each problem's two records against the same reference timing.
+S7_RECORDS = RECORDS / "dlrm_bench" / "h200" / "launch-paths"
+needs_s7 = pytest.mark.usefixtures("s7_records_committed")
+
+
+@pytest.fixture
+def s7_records_committed():
+    committed_records(S7_RECORDS, file="evaluations.jsonl")
 
 
 def _raw_records(folder: Path, model_config: str = "kbstudy-triton") -> dict:
@@ -216,10 +224,10 @@ def _raw_records(folder: Path, model_config: str = "kbstudy-triton") -> dict:
 
 @needs_s7
 def test_device_time_view_on_the_s7_records():
-    """Ours on the quiet session-7 run: device time = the profiled call's kernel durations (every kernel, and here
-    also the sum of ``top_kernels``: no call had more than five kernel names), per-call time and floor as
-    ``load_run`` gives them, the gap between the two, and the 1.25x target by device time (1, 3, 4, 8) against
-    per-call time (none)."""
+    """Ours in the launch-paths run (a quiet host): device time = the profiled call's kernel durations (every kernel,
+    and here also the sum of ``top_kernels``: no call had more than five kernel names), per-call time and floor as
+    ``load_run`` gives them, the gap between the two, and the 1.25x target by device time (1, 3, 4, 8) against per-call
+    time (none)."""
     view = report.device_time_view(S7_RECORDS)
     assert list(view.columns) == list(report.DEVICE_COLUMNS)
     assert view["problem_id"].tolist() == list(range(1, 13)) and set(view["model_config"]) == {"kbstudy-triton"}
@@ -354,10 +362,10 @@ def test_device_time_view_sources_and_target(tmp_path):
                     f"1.10-1.30x the floor; above 1.25x on 1: 3 (1.30x); ours / copy: 1 "
                     f"{view.loc[1, 'device_over_copy']:.2f}x, 3 0.93x"]
     assert pd.isna(view.loc[3, "device_flush"])  # a cold device time without metadata.device_time: unknown flush
-    assert set(view["copy_flush"].dropna()) == {"write"}  # copies from before session 15 lack the key: "write"
+    assert set(view["copy_flush"].dropna()) == {"write"}  # copies older than the key (floors of commit 1856ef6) wrote
 
-    # how the flush left the L2 (kbstudy.harness.timing.l2_flusher): from metadata.device_time.flush; session 14's records
-    # have metadata.device_time without the key, and their flush wrote its buffer
+    # how the flush left the L2 (kbstudy.harness.timing.l2_flusher): from metadata.device_time.flush; records made
+    # before the key (commit 1856ef6) have metadata.device_time without it, and their flush wrote its buffer
     def with_flush(flush):
         def rewrite(rows):
             out = []
@@ -388,11 +396,11 @@ def test_device_time_view_sources_and_target(tmp_path):
     view = report.device_time_view(run).set_index("problem_id")
     assert set(view["copy_flush"]) == {"read"}
     assert report.device_notes(view.reset_index(), machine)[-1] == report.DEVICE_FLUSHES["read"]
-    assert view["sector_over_bytes"].isna().all()  # floors from before session 16 count no sectors
+    assert view["sector_over_bytes"].isna().all()  # floors older than sector counts (commit a4d968a) have none
     assert view["dram_copy_ms"].equals(view["copy_ms"]) and not view["target_below_copy"].any()
 
-    # session 16's floors count DRAM sectors; where they exceed the bytes (unaligned gathers) a copy of them is timed
-    # too, and the target is judged against the larger copy: problem 3 at 1.2x its bytes, its sector copy 1.4x
+    # floors since commit a4d968a count DRAM sectors; where they exceed the bytes (unaligned gathers) a copy of them is
+    # timed too, and the target is judged against the larger copy: problem 3 at 1.2x its bytes, its sector copy 1.4x
     path.write_text("".join(json.dumps({**r, "copy_ms": r["floor_ms"], "copy_flush": "read",
                                         "sector_bytes": r["bytes"] * (1.2 if r["problem_id"] == 3 else 1.0),
                                         **({"sector_copy_ms": 1.4 * r["floor_ms"]} if r["problem_id"] == 3 else {})})

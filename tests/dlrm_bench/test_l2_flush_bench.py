@@ -1,5 +1,6 @@
 """``scripts/bench_l2_flush.py`` (what an L2 flush leaves behind). Its timing needs a GPU; on a CPU it must say so and
-stop. Its byte counts are the floors': checked against the committed H200 run's ``floors.jsonl``."""
+stop. Its byte counts are the floors': checked against the committed H200 run's ``floors.jsonl``
+(``outputs/records/dlrm_bench/h200/final``; every H200 run's floors hold the same bytes)."""
 
 import json
 import subprocess
@@ -16,13 +17,16 @@ from bench_l2_flush import STATES, problem_bytes, quartile_row  # noqa: E402
 
 from kbstudy.suites.dlrm_bench import load_dlrm_problems  # noqa: E402
 
-S14_FLOORS = REPO / "outputs" / "records" / "h200-dlrm-s14" / "floors.jsonl"
+from committed import RECORDS, committed_records  # noqa: E402
+
+H200_FLOORS = RECORDS / "dlrm_bench" / "h200" / "final" / "floors.jsonl"
 
 
 def test_problem_bytes_are_the_floors_bytes():
     """Problems 1 and 9 (sizes fixed by their constants, not by random totals): the script moves exactly the
     compulsory bytes the committed H200 floors were computed from."""
-    floors = {r["problem_id"]: r["bytes"] for r in map(json.loads, S14_FLOORS.read_text().splitlines())}
+    committed_records(H200_FLOORS.parent, file=H200_FLOORS.name)
+    floors = {r["problem_id"]: r["bytes"] for r in map(json.loads, H200_FLOORS.read_text().splitlines())}
     for problem in load_dlrm_problems(1.0, [1, 9]):
         assert problem_bytes(problem, "cpu") == pytest.approx(floors[problem.problem_id], rel=1e-12)
 

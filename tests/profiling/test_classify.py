@@ -1,10 +1,10 @@
 """The kernel-name and ATen-operator classifiers, on fixtures of real kernel names.
 
 ``fixtures/kernel_names.csv``: hand-written names (several GPU generations, libraries, Inductor).
-``fixtures/h200_kernel_names.csv``: every distinct kernel name of the committed H200 records (both folders of the
-profiling session: ``outputs/records/h200-profile`` and ``outputs/records/h200-profile-call3``, whose kernel tables
-fill the two runs the first one skipped), each reviewed by hand; ``top_ops`` are the launching operators seen,
-``review_note`` says why where the category is not obvious or a rule was changed for it.
+``fixtures/h200_kernel_names.csv``: every distinct kernel name of the committed H200 records (both folders profiled at
+commit b42557e: ``outputs/records/profiles/h200/eager`` and ``outputs/records/profiles/h200/eager-kernel-tables``, whose
+kernel tables fill the two runs the first one skipped), each reviewed by hand; ``top_ops`` are the launching operators
+seen, ``review_note`` says why where the category is not obvious or a rule was changed for it.
 """
 
 import csv
@@ -17,11 +17,12 @@ from kbstudy.harness.kernel_classes import (CATEGORIES, KERNEL_RULES, classify_k
                                         classify_op_source)
 from kbstudy.records.store import iter_jsonl
 
+from committed import RECORDS, committed_records
+
 FIXTURES = Path(__file__).parent / "fixtures"
 FIXTURE = FIXTURES / "kernel_names.csv"
 H200_FIXTURE = FIXTURES / "h200_kernel_names.csv"
-H200_FOLDERS = [Path(__file__).resolve().parents[2] / "outputs" / "records" / name
-                for name in ("h200-profile", "h200-profile-call3")]
+H200_FOLDERS = [RECORDS / "profiles" / "h200" / name for name in ("eager", "eager-kernel-tables")]
 
 
 def _fixture_rows(path=FIXTURE):
@@ -48,11 +49,11 @@ def test_h200_kernel_name_category(name, expected):
     assert classify_kernel_source(name) == (expected, "name_rule")
 
 
-@pytest.mark.skipif(not all((f / "kernels.jsonl").exists() for f in H200_FOLDERS), reason="H200 profile records absent")
 def test_h200_fixture_holds_every_recorded_name():
     """The fixture holds exactly the distinct kernel names of both H200 folders, by their kernel tables and by their
     ``kernel_names.json`` bundles (which must agree), with the category each bundle recorded unless a review note
     says a rule was changed for the name."""
+    committed_records(*H200_FOLDERS, file="kernels.jsonl")
     recorded = {r["name"] for f in H200_FOLDERS for r in iter_jsonl(f / "kernels.jsonl")
                 if r.get("level", "kernel") == "kernel"}
     bundles = [json.loads((f / "kernel_names.json").read_text())["names"] for f in H200_FOLDERS]

@@ -11,10 +11,16 @@ from typer.testing import CliRunner  # noqa: E402
 
 from kbstudy.cli.profile import app  # noqa: E402
 
-RECORDS = Path(__file__).resolve().parents[2] / "outputs" / "records"
-SOURCES = [RECORDS / "h200-profile" / "kernels.jsonl", RECORDS / "h200-profile-call3" / "kernels.jsonl"]
+from committed import RECORDS, committed_records  # noqa: E402
+
+H200, H200_KERNEL_TABLES = RECORDS / "profiles" / "h200" / "eager", RECORDS / "profiles" / "h200" / "eager-kernel-tables"
+SOURCES = [H200 / "kernels.jsonl", H200_KERNEL_TABLES / "kernels.jsonl"]
 FIXTURE = Path(__file__).parent / "fixtures" / "h200_kernel_names.csv"
-pytestmark = pytest.mark.skipif(not all(s.exists() for s in SOURCES), reason="H200 profile records absent")
+
+
+@pytest.fixture(autouse=True)
+def _h200_profile_records_committed():
+    committed_records(H200, H200_KERNEL_TABLES, file="kernels.jsonl")
 
 
 def test_fixture_from_names_is_idempotent_and_prunes(tmp_path):
@@ -40,8 +46,8 @@ def test_fixture_from_names_appends_with_the_name_rule_category(tmp_path):
 
 
 def test_coverage_with_supplementary_lists_all_twelve_runs():
-    result = CliRunner().invoke(app, ["coverage", str(RECORDS / "h200-profile"),
-                                      "--supplementary", str(RECORDS / "h200-profile-call3")])
+    result = CliRunner().invoke(app, ["coverage", str(H200),
+                                      "--supplementary", str(H200_KERNEL_TABLES)])
     assert result.exit_code == 0, result.output
     assert "llama_infer@8b" in result.output and "vit_b16_infer@b16" in result.output
     assert "max other_by_name_rules 0.00000" in result.output

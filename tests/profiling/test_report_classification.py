@@ -1,14 +1,15 @@
 """How much of each workload's time the kernel-name rules classify on their own (issue 5: "other" under 2%)."""
 
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from kbstudy.analysis import profiles as report
 
-H200 = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-profile"
-H200_CALL3 = H200.parent / "h200-profile-call3"
+from committed import RECORDS, committed_records
+
+H200 = RECORDS / "profiles" / "h200" / "eager"
+H200_CALL3 = H200.parent / "eager-kernel-tables"
 
 
 def _kernels(rows):
@@ -46,11 +47,11 @@ def test_reclassify_keeps_the_recorded_category():
         ["convolution", "attention"]]
 
 
-@pytest.mark.skipif(not (H200 / "workloads.jsonl").exists() or not (H200_CALL3 / "kernels.jsonl").exists(),
-                    reason="H200 profile records absent")
 def test_h200_other_share_by_name_rules_is_below_2_percent():
-    """Issue 5: "other" under 2% of every workload's time, on all 12 committed H200 runs (the 10 of h200-profile and
-    the two its kernel tables lack, from h200-profile-call3), by the kernel-name rules alone."""
+    """Issue 5: "other" under 2% of every workload's time, on all 12 committed H200 runs (the 10 of profiles/h200/eager
+    and the two its kernel tables lack, from profiles/h200/eager-kernel-tables), by the kernel-name rules alone."""
+    committed_records(H200, file="workloads.jsonl")
+    committed_records(H200_CALL3, file="kernels.jsonl")
     kernels, workloads = report.load_profile_records(H200, supplementary=[H200_CALL3])
     ok = workloads.loc[workloads["status"] == "ok", "workload_key"].tolist()
     assert len(ok) == 12

@@ -1,8 +1,8 @@
 """``load_profile_records`` with supplementary folders, on the committed H200 records.
 
-``outputs/records/h200-profile`` holds complete rows for 10 of the 12 planned runs (``llama_infer@8b`` and
-``vit_b16_infer@b16`` were skipped when the device time ran out); ``outputs/records/h200-profile-call3`` is an earlier
-call of the same session and commit whose ``workloads.jsonl`` was lost, so it holds kernel tables only, for all 12.
+``outputs/records/profiles/h200/eager`` holds complete rows for 10 of the 12 planned runs (``llama_infer@8b`` and
+``vit_b16_infer@b16`` were skipped when the device time ran out); ``outputs/records/profiles/h200/eager-kernel-tables``
+is an earlier call of the same commit whose ``workloads.jsonl`` was lost, so it holds kernel tables only, for all 12.
 The notebook fills the two skipped runs from the earlier call's kernel tables: these tests check that the filled rows
 are what the kernel tables say (and what that call's ``gpu_run.log`` printed), that their step times stay missing,
 that nothing of the main folder is replaced, and that the two calls agree where both profiled the same run.
@@ -18,11 +18,17 @@ import pytest
 from kbstudy.analysis import profiles as report
 from kbstudy.records.store import iter_jsonl
 
-RECORDS = Path(__file__).resolve().parents[2] / "outputs" / "records"
-H200, CALL3, CPU = RECORDS / "h200-profile", RECORDS / "h200-profile-call3", RECORDS / "cpu-profile"
+from committed import RECORDS, committed_records
+
+H200, CALL3 = RECORDS / "profiles" / "h200" / "eager", RECORDS / "profiles" / "h200" / "eager-kernel-tables"
+CPU = RECORDS / "profiles" / "cpu" / "study"
 FILLED = ["llama_infer@8b", "vit_b16_infer@b16"]
-pytestmark = pytest.mark.skipif(not (H200 / "workloads.jsonl").exists() or not (CALL3 / "kernels.jsonl").exists(),
-                                reason="H200 profile records absent")
+
+
+@pytest.fixture(autouse=True)
+def _h200_profile_records_committed():
+    committed_records(H200, file="workloads.jsonl")
+    committed_records(CALL3, file="kernels.jsonl")
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +49,7 @@ def test_without_supplementary_the_two_runs_are_skipped():
     assert (coverage.loc[coverage["role"] == "seven", "status"] == "ok").all()
     assert report.missing_runs(coverage) == FILLED
     assert report.missing_runs(coverage, role="sweep") == ["llama_infer@8b"]
-    assert set(workloads["source_folder"]) == {"outputs/records/h200-profile"}
+    assert set(workloads["source_folder"]) == {"outputs/records/profiles/h200/eager"}
     assert set(workloads["row_from"]) == {report.ROW_FROM_WORKLOADS}
     sweep = report.sweep_table(report.workload_table(kernels, workloads), workloads)
     # Llama has two sizes without the earlier call's 8B kernel table: no sweep (three sizes needed)
@@ -58,7 +64,7 @@ def test_supplementary_fills_only_what_the_main_folder_skipped(loaded):
     assert (w["status"] == "ok").all()
     filled = w[w["row_from"] == report.ROW_FROM_KERNELS]
     assert list(filled.index) == FILLED
-    assert set(filled["source_folder"]) == {"outputs/records/h200-profile-call3"}
+    assert set(filled["source_folder"]) == {"outputs/records/profiles/h200/eager-kernel-tables"}
     assert set(filled["replaces"]) == {"skipped"} and set(main.loc[FILLED, "status"]) == {"skipped"}
     # never invented: a kernel table holds no step time
     for col in ("step_ms_median", "step_ms_q1", "step_ms_q3"):
@@ -66,7 +72,7 @@ def test_supplementary_fills_only_what_the_main_folder_skipped(loaded):
     assert filled["precision"].isna().all()
     # the main folder's rows are its own, step times included
     kept = w[w["row_from"] == report.ROW_FROM_WORKLOADS]
-    assert set(kept["source_folder"]) == {"outputs/records/h200-profile"} and len(kept) == 10
+    assert set(kept["source_folder"]) == {"outputs/records/profiles/h200/eager"} and len(kept) == 10
     pd.testing.assert_series_equal(kept["step_ms_median"], main.loc[kept.index, "step_ms_median"])
     # each run's kernels come from the folder of its workload row, and are that folder's kernel table
     by_key = kernels.groupby("workload_key")["source_folder"].unique()
@@ -108,7 +114,7 @@ def test_parameter_counts_from_the_meta_device_equal_the_recorded_ones(loaded):
 
 def test_two_calls_agree_where_both_profiled(loaded):
     agreement = report.folder_agreement(H200, [CALL3])
-    assert len(agreement) == 10 and set(agreement["folder"]) == {"outputs/records/h200-profile-call3"}
+    assert len(agreement) == 10 and set(agreement["folder"]) == {"outputs/records/profiles/h200/eager-kernel-tables"}
     assert agreement["abs_diff_f"].max() < 0.01
     # cuDNN picks convolution algorithms per call (some 1x1 convolutions run as cuBLASLt nvjet GEMMs): the
     # GEMM/convolution split of ResNet-50 moves by a few points, the vendor share and f do not
@@ -136,4 +142,4 @@ def test_supplementary_folder_of_another_machine_is_refused():
     with pytest.raises(ValueError, match="differs"):
         report.load_profile_records(H200, supplementary=[CPU])
     with pytest.raises(FileNotFoundError):
-        report.load_profile_records(H200, supplementary=[RECORDS / "h200-dlrm"])
+        report.load_profile_records(H200, supplementary=[RECORDS / "dlrm_bench" / "h200" / "final"])

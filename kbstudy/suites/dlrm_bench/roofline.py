@@ -370,7 +370,7 @@ def _measure_gather(dev, timer, reps: int, gather_rows: int | None, gather_n: in
     row opens a DRAM page of its own and is moved as separate 32-byte sectors spread over banks and channels, so
     row-activation and scheduling overheads that a sequential copy amortises are paid per row. What this measures is
     ``index_select``'s achieved rate, a reference point and **not a ceiling**: on the H200 (1663 GB/s, 0.39 of the copy
-    bandwidth, ``outputs/records/h200-dlrm-s6-loaded``) our problem-3 kernel moved its bytes 1.54x faster, since more
+    bandwidth, ``outputs/archive/h200-dlrm-s6-loaded``) our problem-3 kernel moved its bytes 1.54x faster, since more
     rows in flight per SM hide more of the per-row latency. The floors keep the copy bandwidth (their definition is
     unchanged); this is an extra column a report may show beside them.
     """
