@@ -10,6 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from kbstudy.verdict import checks as verify
+from kbstudy.verdict.combine import combine
 from kbstudy.analysis.calibration import MUST_FAIL, PROBES, calibration_findings
 from kbstudy.harness.candidates import CALIBRATION_NULLS, null_candidates
 from kbstudy.cli.app import app
@@ -157,7 +158,7 @@ def test_elementwise_floor_and_metrics():
     # rel L2 ~ 7e-4, elementwise ~2.4, normalized max ~8e-4: within every fp32 bound (1e-3 of a near-zero element)
     assert t.passed and t.max_abs_norm < verify.MAX_ABS_THRESHOLD["fp32"]
     assert t.elem_rel < verify.ELEMENTWISE_THRESHOLD["fp32"]
-    assert verify.combine([], [t], "fp32")["elementwise_rel_error_max"] == t.elem_rel
+    assert combine([], [t], "fp32")["elementwise_rel_error_max"] == t.elem_rel
 
 
 def test_calibrate_command(levels_file, tmp_path):
