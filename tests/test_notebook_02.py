@@ -16,6 +16,7 @@ import pytest
 
 from fixture_records import write_calibration_slice
 from kbstudy.analysis import audit
+from kbstudy.records.frames import load_frames, run_folders
 
 pytest.importorskip("papermill")
 pytest.importorskip("jupytext")
@@ -52,9 +53,9 @@ def _printed(ipynb: Path) -> str:
 
 def test_tables_equal_audit(rendered):
     tmp, ipynb, out, params = rendered
-    folders, missing = audit.expand_records_dirs(params["records_dirs"])
+    folders, missing = run_folders(params["records_dirs"], REPO)
     assert missing == []
-    ev, refs = audit.load_records(folders)
+    ev, refs, _ = load_frames(folders, label="relative", root=REPO, settings=True)
     findings = audit.null_findings(ev, refs, params["precisions"])
     tables = out / "tables"
     expected = {"null_summary": audit.null_summary(findings), "zeros_pass_counts": audit.zeros_pass_counts(findings),
@@ -86,13 +87,13 @@ def test_h200_params_read_each_candidate_once_and_tolerate_a_run_to_come():
     from kbstudy.pipeline.study import _load_mapping
 
     params = _load_mapping(REPO / "params" / "02_correctness_audit.h200.yaml")
-    folders, missing = audit.expand_records_dirs(params["records_dirs"])
+    folders, missing = run_folders(params["records_dirs"], REPO)
     names = {f.name for f in folders}
     assert names >= {"h200-smoke", "h200-level1-fp32", "level1-fp32", "level1-bf16"}
     # h200-level1-fp32-first4 holds the first four of h200-level1-fp32's candidates: reading both counts them twice
     assert "h200-level1-fp32-first4" not in names
     assert all(m.startswith("outputs/records/h200-") for m in missing)
-    ev, _ = audit.load_records(folders)
+    ev, _, _ = load_frames(folders, label="relative", root=REPO, settings=True)
     # gemini-1.5-flash's kernels were run twice at fp32 (h200-level1-fp32, then the leaderboard run): both folders
     # are read, and the audit's candidate tables take each attempt once, from the folder listed first (the leaderboard)
     gemini = ev[ev.model_config == "gemini-1.5-flash"]
@@ -100,7 +101,7 @@ def test_h200_params_read_each_candidate_once_and_tolerate_a_run_to_come():
     kept = audit.candidate_records(ev)
     kept = kept[kept.model_config == "gemini-1.5-flash"]
     assert not kept.duplicated(["problem_version", "problem_id", "candidate_sha256", "precision"]).any()
-    assert set(kept.records_dir) == {"outputs/records/h200-level1-leaderboard"}
+    assert set(kept.records_folder) == {"outputs/records/h200-level1-leaderboard"}
     assert len(kept) == len(gemini.drop_duplicates(["problem_version", "problem_id", "candidate_sha256", "precision"]))
 
 

@@ -317,7 +317,7 @@ def test_calibrate_report_judges_old_records_as_the_audit_does():
     violation of the calibration rule."""
     from pathlib import Path
 
-    from kbstudy.analysis.calibration import folder_findings
+    from kbstudy.analysis.audit import folder_findings
 
     folder = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-calibration" / "level1-bf16"
     if not (folder / "evaluations.jsonl").exists():
@@ -419,7 +419,7 @@ def test_h200_level2_dropout_problem_is_unjudgeable_on_its_committed_records():
     null's acceptance, so the level-2/3 calibration has no violation."""
     from pathlib import Path
 
-    from kbstudy.analysis.calibration import folder_findings
+    from kbstudy.analysis.audit import folder_findings
 
     folder = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-calibration" / "level23-fp32"
     if not (folder / "evaluations.jsonl").exists():
@@ -477,7 +477,7 @@ def test_the_committed_h200_calibration_is_complete_and_its_counts_hold():
     level 3 or on DLRM-Bench."""
     from pathlib import Path
 
-    from kbstudy.analysis.calibration import folder_findings
+    from kbstudy.analysis.audit import folder_findings
 
     root = Path(__file__).resolve().parents[2] / "outputs" / "records" / "h200-calibration"
     zeros_pass = {("level1", "fp32"): 2, ("level1", "bf16"): 4, ("dlrm", "fp32"): 0, ("dlrm", "bf16"): 0}
