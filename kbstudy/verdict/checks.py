@@ -236,7 +236,7 @@ def kernelbench_trial(reference: Sequence, candidate: Sequence, precision: str) 
         # torch.allclose over CHUNK-element slices: allclose is an elementwise test AND-ed over all elements, so
         # the verdict is the same; on the whole tensor its temporaries (a difference, a bound, a bool mask) take
         # several times the output's size, which ran the judging reference process out of memory at full size
-        # (level-1 38_L1Norm_ / 39_L2Norm_, 2.1e9-element outputs, session 7). KernelBench's max_difference and
+        # (level-1 38_L1Norm_ / 39_L2Norm_, 2.1e9-element outputs at full size). KernelBench's max_difference and
         # avg_difference are accumulated in float64 over the same chunks.
         flat_out, flat_ref = out.reshape(-1), ref.reshape(-1)
         passed, t_max, t_sum = True, 0.0, 0.0

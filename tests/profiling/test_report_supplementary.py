@@ -18,7 +18,8 @@ import pytest
 from kbstudy.analysis import profiles as report
 from kbstudy.records.store import iter_jsonl
 
-RECORDS = Path(__file__).resolve().parents[2] / "outputs" / "records"
+REPO = Path(__file__).resolve().parents[2]
+RECORDS = REPO / "outputs" / "records"
 H200, CALL3, CPU = RECORDS / "h200-profile", RECORDS / "h200-profile-call3", RECORDS / "cpu-profile"
 FILLED = ["llama_infer@8b", "vit_b16_infer@b16"]
 pytestmark = pytest.mark.skipif(not (H200 / "workloads.jsonl").exists() or not (CALL3 / "kernels.jsonl").exists(),
@@ -27,7 +28,7 @@ pytestmark = pytest.mark.skipif(not (H200 / "workloads.jsonl").exists() or not (
 
 @pytest.fixture(scope="module")
 def loaded():
-    return report.load_profile_records(H200, supplementary=[CALL3])
+    return report.load_profile_records(H200, supplementary=[CALL3], root=REPO)
 
 
 def _logged(folder: Path) -> dict[str, dict]:
@@ -38,7 +39,7 @@ def _logged(folder: Path) -> dict[str, dict]:
 
 
 def test_without_supplementary_the_two_runs_are_skipped():
-    kernels, workloads = report.load_profile_records(H200)
+    kernels, workloads = report.load_profile_records(H200, root=REPO)
     coverage = report.coverage_table(kernels, workloads)
     assert (coverage.loc[coverage["role"] == "seven", "status"] == "ok").all()
     assert report.missing_runs(coverage) == FILLED
@@ -107,7 +108,7 @@ def test_parameter_counts_from_the_meta_device_equal_the_recorded_ones(loaded):
 
 
 def test_two_calls_agree_where_both_profiled(loaded):
-    agreement = report.folder_agreement(H200, [CALL3])
+    agreement = report.folder_agreement(H200, [CALL3], root=REPO)
     assert len(agreement) == 10 and set(agreement["folder"]) == {"outputs/records/h200-profile-call3"}
     assert agreement["abs_diff_f"].max() < 0.01
     # cuDNN picks convolution algorithms per call (some 1x1 convolutions run as cuBLASLt nvjet GEMMs): the
@@ -134,6 +135,6 @@ def test_sweep_and_notes_cover_three_sizes_per_transformer(loaded):
 
 def test_supplementary_folder_of_another_machine_is_refused():
     with pytest.raises(ValueError, match="differs"):
-        report.load_profile_records(H200, supplementary=[CPU])
+        report.load_profile_records(H200, supplementary=[CPU], root=REPO)
     with pytest.raises(FileNotFoundError):
-        report.load_profile_records(H200, supplementary=[RECORDS / "h200-dlrm"])
+        report.load_profile_records(H200, supplementary=[RECORDS / "h200-dlrm"], root=REPO)
