@@ -70,6 +70,7 @@ from kbstudy.analysis import scoring
 from kbstudy.analysis import headline as paper  # the paper's table; `headline` below is this notebook's summary
 from kbstudy.harness.problems import operator_category
 from kbstudy.pipeline.study import project_path
+from kbstudy.records.frames import load_frames
 
 plots.set_theme()
 # a hardware without null:reference records is scored with m = 0; the headline cell prints that instead of warning
@@ -90,7 +91,8 @@ print(f"hardware: {hardware_label}; precision: {precision}; level: {level}; verd
 # configuration. Every other outcome (compile errors, crashes and timeouts included) is an attempt.
 
 # %%
-records, references, repeated = paper.load_records([project_path(d) for d in records_dirs])
+records, references, repeated = load_frames([project_path(d) for d in records_dirs], label="name",
+                                             first_attempts=True)
 if records.empty:
     raise FileNotFoundError(f"no evaluation records under {records_dirs}: run `kbstudy study` first")
 present = [d for d in records_dirs if (project_path(d) / "evaluations.jsonl").exists()]

@@ -50,10 +50,11 @@ import functools
 
 from IPython.display import Markdown, display
 
-from kbstudy.analysis import audit
+from kbstudy.analysis import audit, audit_figures
 
 from kbstudy.analysis import figures as plots
 from kbstudy.pipeline.study import project_path
+from kbstudy.records.frames import load_frames, run_folders
 
 plots.set_theme()
 tables_dir, figures_dir = plots.report_dirs(project_path(output_dir))
@@ -83,8 +84,8 @@ print(f"hardware: {hardware_label}; precisions: {', '.join(precisions)}")
 # from the H200 records.
 
 # %%
-folders, missing = audit.expand_records_dirs(records_dirs)
-evaluations, references = audit.load_records(folders)
+folders, missing = run_folders(records_dirs, project_path("."))
+evaluations, references, _ = load_frames(folders, label="relative", root=project_path("."), settings=True)
 if evaluations.empty:
     raise FileNotFoundError(f"no evaluation records under {records_dirs}: run scripts/cpu_calibration.sh first")
 print(f"{len(evaluations)} evaluation records from {len(folders)} folders; "
@@ -118,7 +119,7 @@ table(summary, "null_summary")
 
 # %%
 grid = audit.outcome_grid(findings)  # its cells are the rows of tables/null_findings.csv
-save(audit.outcome_heatmap(grid, title=f"Null candidates: {hardware_label}"), "null_outcomes")
+save(audit_figures.outcome_heatmap(grid, title=f"Null candidates: {hardware_label}"), "null_outcomes")
 counts = grid.pivot_table(index=["setting", "precision", "null"], columns="category", values="code", aggfunc="size",
                           fill_value=0).reindex(columns=list(audit.CELL_CATEGORIES), fill_value=0)
 show(counts.reset_index().rename_axis(columns=None))
@@ -197,7 +198,7 @@ table(flagged[["setting", "precision", "level", "problem_id", "problem_name", "o
 evidence = audit.threshold_evidence(findings, evaluations, precisions)
 table(evidence, "threshold_evidence")
 values = audit.metric_values(findings, evaluations, precisions)  # from null_findings.csv and the candidate records
-save(audit.metric_strips(values, title=f"Honest implementations and nulls: {hardware_label}"), "metric_spread")
+save(audit_figures.metric_strips(values, title=f"Honest implementations and nulls: {hardware_label}"), "metric_spread")
 show(values.groupby(["precision", "metric", "group"])["value"].describe()[["count", "50%", "max"]].reset_index())
 
 # %% [markdown]
@@ -222,7 +223,7 @@ table(audit.disagreements(evaluations, precisions), "candidate_disagreements")
 # normative statement lives there, with the reasons for each number).
 
 # %%
-display(Markdown(audit.markdown_section(project_path(verifier_doc), "## The replacement check")))
+display(Markdown(plots.markdown_section(project_path(verifier_doc), "## The replacement check")))
 
 # %% [markdown]
 # Applied to the recorded metrics (each metric's worst value over trials) by the verifier's own function

@@ -48,7 +48,8 @@ save = functools.partial(plots.show_figure, figures_dir)  # deterministic PNG + 
 
 
 kernels, workloads = report.load_profile_records(project_path(records_dir),
-                                                 supplementary=[project_path(d) for d in supplementary_dirs])
+                                                 supplementary=[project_path(d) for d in supplementary_dirs],
+                                                 root=project_path("."))
 print(f"records: {records_dir} | hardware: {hardware_label}")
 print("supplementary kernel tables: " + (", ".join(supplementary_dirs) if supplementary_dirs else "none"))
 print(f"{len(workloads)} workload runs, {len(kernels)} (workload, name) rows")
@@ -89,7 +90,7 @@ sources.to_csv(tables_dir / "row_sources.csv", index=False)
 show(sources, index=False)
 if supplementary_dirs:
     agreement = report.folder_agreement(project_path(records_dir), [project_path(d) for d in supplementary_dirs],
-                                        rule=rule)
+                                        rule=rule, root=project_path("."))
     agreement.to_csv(tables_dir / "folder_agreement.csv", index=False)
     show(agreement, digits=4, index=False)
     print(f"{len(agreement)} runs profiled in both folders: addressable fraction differs by at most "

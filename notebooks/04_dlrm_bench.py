@@ -60,11 +60,12 @@ import seaborn as sns
 from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
 from kbstudy.analysis import figures as plots
-from kbstudy.analysis.dlrm import (FLOOR_TARGET, achieved_bandwidth, compare_runs, device_notes, device_time_view,
-                                       floor_notes, gather_notes, kernel_moves, launch_gap, launch_latencies,
-                                       launch_view, load_run, long_times, missing, move_notes, run_layout, summary,
-                                       variant_notes)
-from kbstudy.analysis.dlrm import variants as load_variants
+from kbstudy.analysis.dlrm import (FLOOR_TARGET, achieved_bandwidth, compare_runs, floor_notes, gather_notes,
+                                   kernel_moves, launch_gap, launch_latencies, launch_view, load_run, long_times,
+                                   missing, move_notes, run_layout, summary)
+from kbstudy.analysis.dlrm_device import device_notes, device_time_view
+from kbstudy.analysis.dlrm_variants import variant_notes
+from kbstudy.analysis.dlrm_variants import variants as load_variants
 from kbstudy.suites.dlrm_bench.roofline import LAUNCH_BOUND_FACTOR, launch_latency_ms
 from kbstudy.pipeline.study import project_path
 

@@ -55,8 +55,8 @@ step() {  # gpu, records prefix, precision, problem options... (LOG_TAG: a suffi
     --device cuda --run-timeout 60 --out "$W/$prefix" --no-progress "${RETRY[@]}" >> "$log" 2>&1
   echo "[$prefix $prec${LOG_TAG:-}] rc=$? at $(( secs - 30 - deadline + $(date +%s) )) s" | tee -a "$log"
 }
-# LANES: calibration processes sharing one GPU for levels 2-3 (kbstudy.analysis.calibration.assign_lanes): problems whose
-# inputs and output hold at most kbstudy.analysis.calibration.SHARED_LANE_NUMEL elements are dealt to LANES lanes run at the
+# LANES: calibration processes sharing one GPU for levels 2-3 (kbstudy.pipeline.calibrate.assign_lanes): problems whose
+# inputs and output hold at most kbstudy.pipeline.calibrate.SHARED_LANE_NUMEL elements are dealt to LANES lanes run at the
 # same time, the larger ones (and those the meta device cannot size) run after them in the solo lane. A calibration
 # times nothing, so sharing changes no recorded value; it overlaps the ~13 s per problem of process starts, input
 # generation and float64 references that leave the GPU idle in a single process. LANES=1: one process.

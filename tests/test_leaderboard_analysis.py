@@ -19,6 +19,7 @@ from kbstudy.analysis import headline
 from kbstudy.analysis import published
 
 from kbstudy.analysis import scoring
+from kbstudy.records.frames import load_frames
 from kbstudy.records.store import RecordStore
 
 from committed import RECORDS, committed_records
@@ -38,7 +39,7 @@ def _h200_records_committed():
 
 @pytest.fixture(scope="module")
 def records():
-    evaluations, references, dropped = headline.load_records([H200, SMOKE])
+    evaluations, references, dropped = load_frames([H200, SMOKE], label="name", first_attempts=True)
     assert dropped.empty
     return evaluations, references
 
@@ -57,7 +58,8 @@ def changes():
 
 
 def test_load_records_keeps_one_record_per_attempt():
-    evaluations, references, dropped = headline.load_records([H200, FIRST4, REPO / "outputs/records/none"])
+    evaluations, references, dropped = load_frames([H200, FIRST4, REPO / "outputs/records/none"], label="name",
+                                                   first_attempts=True)
     assert len(evaluations) == 19 and len(dropped) == 4  # first4 re-measured the same 4 kernels: the first folder wins
     assert set(dropped["kept_from"]) == {H200.name} and set(dropped["records_folder"]) == {FIRST4.name}
     assert references["key"].is_unique and set(evaluations["records_folder"]) == {H200.name}

@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 
 from kbstudy.analysis import audit
+from kbstudy.records.frames import load_frames, run_folders
 
 from committed import committed_records
 from fixture_records import write_calibration_slice
@@ -55,9 +56,9 @@ def _printed(ipynb: Path) -> str:
 
 def test_tables_equal_audit(rendered):
     tmp, ipynb, out, params = rendered
-    folders, missing = audit.expand_records_dirs(params["records_dirs"])
+    folders, missing = run_folders(params["records_dirs"], REPO)
     assert missing == []
-    ev, refs = audit.load_records(folders)
+    ev, refs, _ = load_frames(folders, label="relative", root=REPO, settings=True)
     findings = audit.null_findings(ev, refs, params["precisions"])
     tables = out / "tables"
     expected = {"null_summary": audit.null_summary(findings), "zeros_pass_counts": audit.zeros_pass_counts(findings),
@@ -89,7 +90,7 @@ def test_h200_params_read_each_candidate_once_and_tolerate_a_run_to_come():
     from kbstudy.pipeline.study import _load_mapping
 
     params = _load_mapping(REPO / "params" / "02_correctness_audit.h200.yaml")
-    folders, missing = audit.expand_records_dirs(params["records_dirs"])
+    folders, missing = run_folders(params["records_dirs"], REPO)
     names = {Path(f).resolve().relative_to(REPO).as_posix().removeprefix("outputs/records/") for f in folders}
     assert names >= {"kernelbench/h200/smoke", "kernelbench/h200/level1-fp32", "kernelbench/h200/calibration/level1-fp32",
                      "kernelbench/h200/calibration/level1-bf16"}
@@ -97,7 +98,7 @@ def test_h200_params_read_each_candidate_once_and_tolerate_a_run_to_come():
     # twice
     assert "kernelbench/h200/level1-fp32-first4" not in names
     assert all(m.startswith("outputs/records/kernelbench/h200/") for m in missing)
-    ev, _ = audit.load_records(folders)
+    ev, _, _ = load_frames(folders, label="relative", root=REPO, settings=True)
     # gemini-1.5-flash's kernels were run twice at fp32 (kernelbench/h200/level1-fp32, then the leaderboard): both folders
     # are read, and the audit's candidate tables take each attempt once, from the folder listed first (the leaderboard)
     gemini = ev[ev.model_config == "gemini-1.5-flash"]
@@ -105,7 +106,7 @@ def test_h200_params_read_each_candidate_once_and_tolerate_a_run_to_come():
     kept = audit.candidate_records(ev)
     kept = kept[kept.model_config == "gemini-1.5-flash"]
     assert not kept.duplicated(["problem_version", "problem_id", "candidate_sha256", "precision"]).any()
-    assert set(kept.records_dir) == {"outputs/records/kernelbench/h200/leaderboard"}
+    assert set(kept.records_folder) == {"outputs/records/kernelbench/h200/leaderboard"}
     assert len(kept) == len(gemini.drop_duplicates(["problem_version", "problem_id", "candidate_sha256", "precision"]))
 
 

@@ -25,6 +25,8 @@ pytest.importorskip("papermill")
 pytest.importorskip("jupytext")
 
 from kbstudy.analysis import dlrm as dlrm_report  # noqa: E402
+from kbstudy.analysis import dlrm_device  # noqa: E402
+from kbstudy.analysis import dlrm_variants  # noqa: E402
 from kbstudy.analysis import profiles as prof_report  # noqa: E402
 from kbstudy.profiling.addressable import paper_comparison  # noqa: E402
 from kbstudy.records.store import RecordStore  # noqa: E402
@@ -84,7 +86,7 @@ def _printed(ipynb: Path) -> str:
 def test_notebook_03_tables_equal_report(rendered):
     ipynb, out = rendered["03_addressable_fraction"]
     tables = out / "tables"
-    kernels, workloads = prof_report.load_profile_records(PROFILE_RECORDS)
+    kernels, workloads = prof_report.load_profile_records(PROFILE_RECORDS, root=REPO)
     table = prof_report.workload_table(kernels, workloads, rule="non_vendor")
 
     coverage = pd.read_csv(tables / "coverage.csv")
@@ -200,14 +202,14 @@ def test_notebook_04_tables_equal_report(rendered):
     assert math.isnan(values["launch latency, empty Triton kernel (ms)"])
     # device-time view: a CPU run profiles no device kernels, so only the per-call columns are filled, and no figure
     device = pd.read_csv(tables / "device_time.csv")
-    expected = dlrm_report.device_time_view(DLRM_RECORDS)
+    expected = dlrm_device.device_time_view(DLRM_RECORDS)
     empty = ["device_ms", "gap_us", "device_over_floor", "device_within_target", "target_gap_us", "n_kernels",
              "device_source", "device_q1_ms", "device_q3_ms", "profiled_ms", "copy_ms", "copy_over_floor",
              "device_over_copy", "device_flush", "copy_flush", "sector_over_bytes", "dram_copy_ms",
              "dram_copy_over_floor", "target_below_copy"]
     pd.testing.assert_frame_equal(device.drop(columns=empty), expected.drop(columns=empty), check_dtype=False)
     assert device[empty].isna().all().all() and len(device) == 12
-    assert dlrm_report.device_notes(expected, machine)[0] in text
+    assert dlrm_device.device_notes(expected, machine)[0] in text
     assert "no figure: these records have no device times" in text
     assert not (out / "figures" / "device_vs_floor.png").exists()
 
@@ -245,7 +247,7 @@ def test_committed_h200_rendering_equals_report_on_its_records():
     assert params["output_dir"] == "outputs/reports/h200/03_addressable_fraction"
     kernels, workloads = prof_report.load_profile_records(
         project_path(params["records_dir"], REPO),
-        supplementary=[project_path(d, REPO) for d in params["supplementary_dirs"]])
+        supplementary=[project_path(d, REPO) for d in params["supplementary_dirs"]], root=REPO)
     table = prof_report.workload_table(kernels, workloads, rule=params["rule"])
     tables = REPO / params["output_dir"] / "tables"
     summary = pd.read_csv(tables / "addressable_summary.csv", index_col="workload_key")
@@ -316,14 +318,14 @@ def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
     table, machine = dlrm_report.load_run(records_dir)
     before, _ = dlrm_report.load_run(previous_dir)
     repeat, _ = dlrm_report.load_run(repeat_dir)
-    device = dlrm_report.device_time_view(records_dir)
+    device = dlrm_device.device_time_view(records_dir)
     tables = REPO / params["output_dir"] / "tables"
     for name, expected in (("dlrm_bench_summary", dlrm_report.summary(table)),
                            ("launch_gap", dlrm_report.launch_gap(table)),
                            ("device_time", device),
                            ("before_after", dlrm_report.compare_runs(before, table)),
                            ("repeat_run", dlrm_report.compare_runs(repeat, table)),
-                           ("variants", dlrm_report.variants(records_dir)),
+                           ("variants", dlrm_variants.variants(records_dir)),
                            ("achieved_bandwidth", dlrm_report.achieved_bandwidth(records_dir)),
                            ("kernel_moves_previous", dlrm_report.kernel_moves(previous_dir, records_dir)),
                            ("kernel_moves_repeat", dlrm_report.kernel_moves(repeat_dir, records_dir))):
@@ -334,9 +336,9 @@ def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
     assert (REPO / params["output_dir"] / "figures" / "device_vs_floor.png").stat().st_size > 0
     text = _printed(REPO / "outputs" / "reports" / "h200" / "04_dlrm_bench.ipynb")
     for note in (dlrm_report.floor_notes(table, machine)
-                 + dlrm_report.device_notes(device, machine)
+                 + dlrm_device.device_notes(device, machine)
                  + dlrm_report.gather_notes(dlrm_report.achieved_bandwidth(records_dir), machine)
-                 + dlrm_report.variant_notes(dlrm_report.variants(records_dir))
+                 + dlrm_variants.variant_notes(dlrm_variants.variants(records_dir))
                  + dlrm_report.move_notes(dlrm_report.kernel_moves(previous_dir, records_dir))
                  + dlrm_report.move_notes(dlrm_report.kernel_moves(repeat_dir, records_dir))):
         assert note in text
@@ -387,7 +389,7 @@ def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
     for folder, config, problem in (("variants-problem-12", "s15-d", 12), ("variants-problem-12-repeat", "s15-d", 12),
                                     ("variants-problem-5", "s16-c", 5)):
         folder = committed_records(RECORDS / "dlrm_bench" / "h200" / folder)
-        variants = dlrm_report.variants(folder).set_index(["problem_id", "model_config"])
+        variants = dlrm_variants.variants(folder).set_index(["problem_id", "model_config"])
         runs = RecordStore(folder).evaluations_frame().set_index(["problem_id", "model_config"])
         measured = (folder / "candidates" / config / f"level_5_problem_{problem}_sample_0_kernel.py").read_text()
         assert runs.loc[(problem, config), "candidate_sha256"] == hashlib.sha256(measured.encode()).hexdigest()
@@ -396,7 +398,7 @@ def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
         assert runs.loc[(problem, "kbstudy-triton"), "candidate_sha256"] == s15_ours[problem], folder
         assert variants.loc[(problem, config), "variant_over_ours_device_ci_high"] < 1.0, folder
     # the device time of one file reproduces between runs (within 5 % here): the eleven kernel files both runs hold
-    dev_rep = dlrm_report.device_time_view(repeat_dir).set_index("problem_id")
+    dev_rep = dlrm_device.device_time_view(repeat_dir).set_index("problem_id")
     dev_new = device.set_index("problem_id")
     for p in (1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12):
         assert dev_rep.loc[p, "device_ms"] == pytest.approx(dev_new.loc[p, "device_ms"], rel=0.05), p

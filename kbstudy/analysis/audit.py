@@ -1,9 +1,9 @@
 """The correctness audit (notebook 02): null candidates and real candidates under KernelBench's check and kbstudy's.
 
-Everything here reads records (``kbstudy.records.store``); nothing evaluates. The inputs are record folders of any run --
-the CPU calibration (``kbstudy calibrate``), the CPU default, the H200 runs -- and every table keeps the *setting*
-a record was made in (hardware and size scale) apart, since a verdict on a problem scaled to 1/64 of its size is not
-a verdict on the full-size problem.
+Everything here reads record frames (``kbstudy.records.frames.load_frames``); nothing evaluates. The inputs are
+record folders of any run -- the CPU calibration (``kbstudy calibrate``), the CPU default, the H200 runs -- and every
+table keeps the *setting* a record was made in (hardware and size scale) apart, since a verdict on a problem scaled
+to 1/64 of its size is not a verdict on the full-size problem.
 
 What it computes:
 
@@ -18,18 +18,22 @@ What it computes:
 * :func:`threshold_evidence` and :func:`proposed_verdict` -- the spread of honest implementations against the
   must-fail nulls for each metric, and kbstudy's accuracy check of checks v4 (``docs/verifier.md``, adopted from the
   replacement check proposed there) applied to the recorded metrics, so records made by checks v1-v3 can be judged
-  as ``kbstudy.verdict.checks`` judges today.
+  as ``kbstudy.verdict.checks`` judges today;
+* :func:`folder_findings` -- the calibration report of one record folder (what ``kbstudy calibrate`` prints).
+
+Its figures are in :mod:`kbstudy.analysis.audit_figures`.
 """
 
 from __future__ import annotations
 
 import math
-import os
-from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
+import pandas as pd
+
+from kbstudy.analysis.calibration import MUST_FAIL, calibration_findings, null_role, rule_breaches
+from kbstudy.records.frames import load_frames, repeated_attempts
 from kbstudy.verdict import checks as verify
-from kbstudy.analysis.calibration import MUST_FAIL, calibration_findings, null_role
 
 #: The paper's count (Agarwal, Garg, Singhal 2026, as quoted in issue #3): an all-zeros output passes KernelBench's
 #: check on 4 of the 60 level-1 problems it examined.
@@ -47,84 +51,21 @@ NULL_ORDER = ("reference", "compile", *MUST_FAIL, "noise", "lowprec")
 CELL_CATEGORIES = ("both pass", "KernelBench only", "kbstudy only", "both fail", "not evaluated")
 
 
-# ------------------------------------------------------------------------------------------------ loading
-
-
-def expand_records_dirs(dirs: Iterable[str | os.PathLike], root: str | os.PathLike | None = None
-                        ) -> tuple[list[Path], list[str]]:
-    """Resolve record folders. Each entry is a run folder (holding ``evaluations.jsonl``) or a folder of run folders
-    (every immediate subfolder holding one is used, sorted by name). Relative paths resolve against ``root``
-    (default: the repository root, :func:`kbstudy.pipeline.study.project_path`).
-
-    Returns ``(found, missing)``: the run folders (absolute) and the entries, as given, that hold no records (absent
-    folders included: a GPU run that has not happened yet is reported, not an error).
-    """
-    from kbstudy.pipeline.study import project_path
-
-    found, missing = [], []
-    for entry in dirs:
-        path = project_path(entry, root)
-        if (path / "evaluations.jsonl").is_file():
-            found.append(path)
-            continue
-        subs = sorted(p for p in path.iterdir() if (p / "evaluations.jsonl").is_file()) if path.is_dir() else []
-        if subs:
-            found.extend(subs)
-        else:
-            missing.append(str(entry))
-    return found, missing
-
-
-def load_records(folders: Sequence[str | os.PathLike], root: str | os.PathLike | None = None):
-    """The evaluations and references of ``folders`` (run folders, as :func:`expand_records_dirs` returns).
-
-    Returns ``(evaluations, references)``: DataFrames with one column per field of
-    :class:`kbstudy.records.schema.EvaluationRecord` / :class:`~kbstudy.records.schema.ReferenceRecord`, plus ``records_dir`` (the
-    folder relative to ``root``, default the repository root) and ``setting`` (:func:`setting_label`).
-    """
-    from kbstudy.records.frames import load_frames
-    from kbstudy.pipeline.study import find_project_root
-
-    root = Path(root) if root is not None else find_project_root()
-
-    def relative(folder: str) -> str:
-        try:
-            return str(Path(folder).resolve().relative_to(root.resolve()))
-        except ValueError:
-            return Path(folder).name
-
-    ev, ref = (f.assign(records_dir=f.pop("records_folder").map(relative)) for f in load_frames(folders))
-    for frame in (ev, ref):
-        frame["setting"] = [setting_label(h, s) for h, s in zip(frame["hardware"], frame["size_scale"])]
-    return ev, ref
-
-
-def setting_label(hardware, size_scale) -> str:
-    """``"<hardware>, full size"`` or ``"<hardware>, 1/<n> size"`` (``n = 1 / size_scale`` when a whole number)."""
-    scale = float(size_scale)
-    if scale == 1.0:
-        size = "full size"
-    elif abs(1 / scale - round(1 / scale)) < 1e-9:
-        size = f"1/{round(1 / scale)} size"
-    else:
-        size = f"size x{scale:g}"
-    return f"{hardware}, {size}"
+# ------------------------------------------------------------------------------------------------ records
 
 
 def records_overview(evaluations):
     """Records per (records folder, setting, precision): null and other candidate records, problems, outcomes other
-    than ``evaluated``. Columns: ``records_dir``, ``setting``, ``precision``, ``levels``, ``problems``,
+    than ``evaluated``. Columns: ``records_folder``, ``setting``, ``precision``, ``levels``, ``problems``,
     ``null_records``, ``candidate_records``, ``not_evaluated``."""
-    import pandas as pd
-
-    cols = ["records_dir", "setting", "precision", "levels", "problems", "null_records", "candidate_records",
+    cols = ["records_folder", "setting", "precision", "levels", "problems", "null_records", "candidate_records",
             "not_evaluated"]
     if not len(evaluations):
         return pd.DataFrame(columns=cols)
     ev = evaluations.assign(is_null=evaluations.model_config.astype(str).str.startswith("null:"))
     rows = []
-    for (folder, setting, precision), g in ev.groupby(["records_dir", "setting", "precision"], sort=True):
-        rows.append({"records_dir": folder, "setting": setting, "precision": precision,
+    for (folder, setting, precision), g in ev.groupby(["records_folder", "setting", "precision"], sort=True):
+        rows.append({"records_folder": folder, "setting": setting, "precision": precision,
                      "levels": ",".join(str(v) for v in sorted(g.level.unique())),
                      "problems": g[["level", "problem_id"]].drop_duplicates().shape[0],
                      "null_records": int(g.is_null.sum()), "candidate_records": int((~g.is_null).sum()),
@@ -137,7 +78,7 @@ def records_overview(evaluations):
 
 def null_findings(evaluations, references, precisions: Sequence[str] | None = None,
                   extra_columns: Sequence[str] = ()):
-    """:func:`kbstudy.analysis.calibration.calibration_findings` with ``setting`` and ``records_dir``, restricted to
+    """:func:`kbstudy.analysis.calibration.calibration_findings` with ``setting`` and ``records_folder``, restricted to
     ``precisions``, and with the per-problem precision findings of :func:`problem_findings` joined on (setting,
     precision, level, problem_id): ``rel_spread``, ``low_spread``, ``ref_rel_l2_error``, ``ill_conditioned``,
     ``unjudgeable``, ``flags_recorded`` (the flags as recorded on the reference record, or recomputed from the null
@@ -147,14 +88,11 @@ def null_findings(evaluations, references, precisions: Sequence[str] | None = No
     those flags, so a record of any checks version is read by the same rule. ``violation_explained`` names the problem
     finding behind a violation or an excused finding (``"degenerate"``, ``"low spread"``, ``"ill-conditioned"``,
     ``"unjudgeable"``) or is ``""``. ``extra_columns``: more columns of ``evaluations`` to carry through (e.g.
-    ``error_message``). ``evaluations`` needs ``setting`` and ``records_dir`` (:func:`load_records` adds them)."""
-    import pandas as pd
-
-    from kbstudy.analysis.calibration import rule_breaches
-
+    ``error_message``). ``evaluations`` needs ``setting`` and ``records_folder``
+    (``kbstudy.records.frames.load_frames(..., settings=True)`` adds them)."""
     ev = evaluations if precisions is None else evaluations[evaluations.precision.isin(list(precisions))]
     refs = references if precisions is None else references[references.precision.isin(list(precisions))]
-    findings = calibration_findings(ev, refs, extra_columns=("setting", "records_dir", "coverage_sentinels",
+    findings = calibration_findings(ev, refs, extra_columns=("setting", "records_folder", "coverage_sentinels",
                                                              *extra_columns))
     if not len(findings):
         return findings.assign(rel_spread=None, ref_rel_l2_error=None, ill_conditioned=None, flags_recorded=None,
@@ -203,8 +141,6 @@ def problem_findings(findings):
     Returns a DataFrame with those columns plus ``problem_name``, ``output_numel``, ``zeros_kernelbench`` (did
     ``null:zeros`` pass KernelBench's check) and ``findings`` (a readable summary, ``""`` if none).
     """
-    import pandas as pd
-
     keys = ["setting", "precision", "level", "problem_id"]
     cols = keys + ["problem_name", "output_numel", "rel_spread", "low_spread", "ref_rel_l2_error", "ill_conditioned",
                    "unjudgeable", "flags_recorded", "degenerate", "degenerate_constant", "degenerate_inputs",
@@ -261,8 +197,6 @@ def null_summary(findings):
     ``kbstudy_passes``, ``kernelbench_only`` (passes KernelBench's check, fails kbstudy's), ``kbstudy_only``,
     ``not_evaluated`` (reference errors and other outcomes), ``violations`` (of the calibration rule) and ``excused``
     (breaches of it on flagged problems: :func:`kbstudy.analysis.calibration.rule_breaches`)."""
-    import pandas as pd
-
     cols = ["setting", "precision", "null", "role", "evaluated", "kernelbench_passes", "kbstudy_passes",
             "kernelbench_only", "kbstudy_only", "not_evaluated", "violations", "excused"]
     if not len(findings):
@@ -297,8 +231,6 @@ def outcome_grid(findings):
     DLRM-Bench's level 5 shows as ``DLRM/<id>``)."""
     cols = ["setting", "precision", "level", "problem_id", "problem_label", "problem_name", "null", "category",
             "code"]
-    import pandas as pd
-
     if not len(findings):
         return pd.DataFrame(columns=cols)
     out = findings.copy()
@@ -321,8 +253,6 @@ def zeros_pass_counts(findings, kind: str = "zeros"):
     evaluated; ``findings`` hold one row per problem and null, the latest record, even across record folders), ``kernelbench_passes`` (N), ``kbstudy_passes``, ``passing`` (the problems' names, ``", "``-joined),
     ``statement``; then one row for :data:`PAPER_ZEROS_PASS` (setting ``"paper"``).
     """
-    import pandas as pd
-
     cols = ["setting", "precision", "level", "problems", "kernelbench_passes", "kbstudy_passes", "passing",
             "statement"]
     rows = []
@@ -349,8 +279,6 @@ def kernelbench_holes(findings):
     kinds, ``", "``-joined), ``kbstudy_rejects_all`` and ``max_abs_ref`` (the largest ``|reference|`` at precision, from
     ``null:zeros``'s KernelBench max difference: the zeros null passes ``allclose`` exactly when this is at most
     ``atol / (1 - rtol)``)."""
-    import pandas as pd
-
     cols = ["setting", "precision", "level", "problem_id", "problem_name", "nulls", "kbstudy_rejects_all",
             "max_abs_ref", "output_rms"]
     if not len(findings):
@@ -378,8 +306,6 @@ def violations(findings):
             "elementwise_rel_error_max", "rel_spread", "ref_rel_l2_error", "output_numel", "excused",
             "violation_explained"]
     if not len(findings):
-        import pandas as pd
-
         return pd.DataFrame(columns=cols)
     breaches = findings[findings.violation | findings.excused]
     return breaches.sort_values("excused", kind="stable")[cols].reset_index(drop=True)
@@ -393,14 +319,12 @@ def candidate_records(evaluations, precisions: Sequence[str] | None = None):
     ``precisions``, each attempt once; adds ``verdicts`` (:func:`cell_category`) and fills a missing
     ``problem_version`` with ``"current"``.
 
-    An attempt is :data:`kbstudy.analysis.headline.IDENTITY` (configuration, candidate source, problem and its version,
-    sample, precision, size, hardware). Where several folders hold it (a smoke run and the full run, or an earlier run
-    of the same kernels: gemini-1.5-flash's in ``kernelbench/h200/level1-fp32`` and the leaderboard run), the record of the folder
-    listed first is kept (``evaluations`` in :func:`load_records`' folder order): the rule of
-    :func:`kbstudy.analysis.headline.load_records` (notebook 01, the release), through the same
-    :func:`kbstudy.analysis.headline.repeated_attempts`. The null candidates are left as they are."""
-    from kbstudy.analysis.headline import repeated_attempts
-
+    An attempt is :data:`kbstudy.records.frames.ATTEMPT_IDENTITY` (configuration, candidate source, problem and its
+    version, sample, precision, size, hardware). Where several folders hold it (a smoke run and the full run, or an
+    earlier run of the same kernels: gemini-1.5-flash's in ``kernelbench/h200/level1-fp32`` and the leaderboard run), the record of
+    the folder listed first is kept (``evaluations`` in the loader's folder order): the rule of
+    ``kbstudy.records.frames.load_frames(..., first_attempts=True)`` (notebook 01, the release), through the same
+    :func:`kbstudy.records.frames.repeated_attempts`. The null candidates are left as they are."""
     ev = evaluations[~evaluations.model_config.astype(str).str.startswith("null:")]
     if precisions is not None:
         ev = ev[ev.precision.isin(list(precisions))]
@@ -419,8 +343,6 @@ def candidate_reverification(evaluations, precisions: Sequence[str] | None = Non
     KernelBench's check, fail kbstudy's), ``kbstudy_only`` and ``failures`` (``kbstudy_failure: count`` of the
     KernelBench-only records). Problem versions stay apart: a leaderboard kernel has a record on the v0 problem it was
     written for and one on the current problem."""
-    import pandas as pd
-
     cols = ["setting", "precision", "problem_version", "model_config", "records", "skipped", "evaluated",
             "kernelbench_correct", "kbstudy_correct", "kernelbench_only", "kbstudy_only", "failures"]
     ev = candidate_records(evaluations, precisions)
@@ -442,8 +364,6 @@ def candidate_reverification(evaluations, precisions: Sequence[str] | None = Non
 def disagreements(evaluations, precisions: Sequence[str] | None = None):
     """Real-candidate records on which the two checks disagree, one row each: setting, precision, configuration,
     problem, ``verdicts``, ``kbstudy_failure``, the metrics and kbstudy's detail message (record metadata)."""
-    import pandas as pd
-
     cols = ["setting", "precision", "problem_version", "model_config", "level", "problem_id", "problem_name",
             "verdicts", "kbstudy_failure", "rel_l2_error", "coverage", "kernelbench_max_abs_diff", "detail"]
     ev = candidate_records(evaluations, precisions)
@@ -463,8 +383,6 @@ def honest_rows(findings, evaluations, precisions: Sequence[str] | None = None):
     ``null:reference`` and ``null:compile`` (evaluated); ``null:lowprec`` at fp32 (fp16 arithmetic, i.e. TF32's unit
     roundoff, which kbstudy's fp32 threshold admits on purpose: the stand-in for a GPU's TF32 kernels on a CPU); and
     real candidates that both checks accept (``candidate: <configuration>``)."""
-    import pandas as pd
-
     cols = ["setting", "precision", "level", "problem_id", "problem_name", "source", "kbstudy_correct", *METRICS]
     parts = []
     if len(findings):
@@ -498,8 +416,6 @@ def threshold_evidence(findings, evaluations, precisions: Sequence[str] | None =
     ``precision``, ``metric``, ``threshold``, ``honest_n``, ``honest_max``, ``honest_max_at``, ``honest_margin``,
     ``tf32_proxy_max``, ``tf32_proxy_max_at``, ``must_fail_n``, ``must_fail_min``, ``must_fail_min_at``,
     ``must_fail_margin``."""
-    import pandas as pd
-
     cols = ["precision", "metric", "threshold", "honest_n", "honest_max", "honest_max_at", "honest_margin",
             "tf32_proxy_max", "tf32_proxy_max_at", "must_fail_n", "must_fail_min", "must_fail_min_at",
             "must_fail_margin"]
@@ -547,8 +463,6 @@ def reference_errors(findings):
     record (``reference_<metric>``, worst over KernelBench's trials) where it has them (schema >= 3), else from the
     ``null:reference`` record's metrics (the same comparison, made in the candidate's process)."""
     keys = ["setting", "precision", "level", "problem_id"]
-    import pandas as pd
-
     cols = keys + [f"ref_{m}" for m in METRICS]
     if not len(findings):
         return pd.DataFrame(columns=cols)
@@ -587,8 +501,6 @@ def proposed_verdict(frame, references_errors=None):
     worst value over trials, and the reference's over KernelBench's trials, where the verifier bounds each trial by
     its own input set's ``e_ref``.
     """
-    import pandas as pd
-
     keys = ["setting", "precision", "level", "problem_id"]
     out = frame.copy()
     refs = references_errors if references_errors is not None else pd.DataFrame(
@@ -627,10 +539,6 @@ def proposed_summary(findings):
     vacuous; or an honest one rejected on a judgeable problem). Columns: ``precision``, ``null``, ``role``,
     ``evaluated``, ``kbstudy_passes``, ``proposed_passes``, ``proposed_unknown`` (a metric not recorded),
     ``proposed_violations``."""
-    import pandas as pd
-
-    from kbstudy.analysis.calibration import rule_breaches
-
     cols = ["precision", "null", "role", "evaluated", "kbstudy_passes", "proposed_passes", "proposed_unknown",
             "proposed_violations"]
     if not len(findings):
@@ -648,94 +556,11 @@ def proposed_summary(findings):
     return pd.DataFrame(rows, columns=cols)
 
 
-def markdown_section(path: str | os.PathLike, heading: str) -> str:
-    """The text of the section of a Markdown file that starts at the line ``heading`` (e.g. ``"## The proposed
-    replacement check"``) and ends before the next heading of the same or a higher level. Raises ``KeyError`` when the
-    heading is absent."""
-    lines = Path(path).read_text().splitlines()
-    level = len(heading) - len(heading.lstrip("#"))
-    try:
-        start = next(i for i, line in enumerate(lines) if line.strip() == heading.strip())
-    except StopIteration:
-        raise KeyError(f"{path}: no heading {heading!r}") from None
-    end, fenced = len(lines), False
-    for i in range(start + 1, len(lines)):
-        stripped = lines[i].lstrip()
-        if stripped.startswith("```"):
-            fenced = not fenced  # a "#" inside a code block is a comment, not a heading
-        elif not fenced and stripped.startswith("#"):
-            hashes = len(stripped) - len(stripped.lstrip("#"))
-            if hashes <= level and stripped[hashes:hashes + 1] == " ":
-                end = i
-                break
-    return "\n".join(lines[start:end]).strip() + "\n"
-
-
-# ------------------------------------------------------------------------------------------------ figures
-
-#: Colours of :data:`CELL_CATEGORIES` (seaborn's colorblind palette: green, orange, blue, light grey, white).
-CELL_COLORS = ("#029e73", "#d55e00", "#0173b2", "#d9d9d9", "#ffffff")
-
-
-def outcome_heatmap(grid, title: str = ""):
-    """Figure: one panel per (setting, precision) of :func:`outcome_grid`, null kinds as rows and problems as columns
-    (sorted by level and id, level boundaries marked), each cell coloured by its :data:`CELL_CATEGORIES` category.
-    Returns the matplotlib figure (the caller saves it: :func:`kbstudy.analysis.figures.show_figure`)."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-    from matplotlib.colors import BoundaryNorm, ListedColormap
-    from matplotlib.patches import Patch
-
-    order = {k: i for i, k in enumerate(NULL_ORDER)}
-    panels = [(key, g) for key, g in grid.groupby(["setting", "precision"], sort=True)]
-    if not panels:
-        fig, ax = plt.subplots(figsize=(6, 1))
-        ax.axis("off")
-        ax.text(0.5, 0.5, "no null-candidate records", ha="center", va="center")
-        return fig
-    heights = [max(1.2, 0.22 * g["null"].nunique() + 0.6) for _, g in panels]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(13, sum(heights) + 0.8), squeeze=False,
-                             gridspec_kw={"height_ratios": heights})
-    cmap = ListedColormap(CELL_COLORS)
-    norm = BoundaryNorm(np.arange(len(CELL_CATEGORIES) + 1) - 0.5, cmap.N)
-    for ax, ((setting, precision), g) in zip(axes[:, 0], panels):
-        problems = g[["level", "problem_id"]].drop_duplicates().sort_values(["level", "problem_id"])
-        columns = {tuple(p): i for i, p in enumerate(problems.itertuples(index=False))}
-        nulls = sorted(g["null"].unique(), key=lambda k: order.get(k, len(order)))
-        rows = {k: i for i, k in enumerate(nulls)}
-        cells = np.full((len(nulls), len(columns)), CELL_CATEGORIES.index("not evaluated"))
-        for r in g.itertuples(index=False):
-            cells[rows[r.null], columns[(r.level, r.problem_id)]] = r.code
-        # rasterized: thousands of cells would make a megabyte of SVG paths
-        ax.pcolormesh(cells, cmap=cmap, norm=norm, edgecolors="white", linewidth=0.2 if len(columns) < 150 else 0,
-                      rasterized=True)
-        ax.set_yticks(np.arange(len(nulls)) + 0.5, nulls, fontsize=6)
-        ax.invert_yaxis()
-        levels = problems.level.to_numpy()
-        starts = [0] + [i for i in range(1, len(levels)) if levels[i] != levels[i - 1]]
-        for i in starts[1:]:
-            ax.axvline(i, color="black", linewidth=0.8)
-        ax.set_xticks([(s + e) / 2 for s, e in zip(starts, starts[1:] + [len(levels)])],
-                      [("DLRM-Bench" if levels[s] == 5 else f"level {levels[s]}") + f" ({e - s})"
-                       for s, e in zip(starts, starts[1:] + [len(levels)])], fontsize=7)
-        ax.tick_params(axis="x", length=0)
-        ax.set_title(f"{setting}, {precision}", fontsize=8, loc="left")
-    handles = [Patch(facecolor=c, edgecolor="0.6", label=lab) for c, lab in zip(CELL_COLORS, CELL_CATEGORIES)]
-    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=7, frameon=False,
-               bbox_to_anchor=(0.5, 1.0))
-    if title:
-        fig.suptitle(title, fontsize=9, y=1.03)
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
-    return fig
-
-
 def metric_values(findings, evaluations, precisions: Sequence[str] | None = None):
     """Long table for :func:`metric_strips`: one row per (record, metric) with ``group`` (``honest``, ``TF32 proxy``,
     ``noise``, ``zeros``, ``mean``), ``precision``, ``metric`` and ``value`` (zero values are kept as 1e-12 so a log
     axis can show them). Degenerate, ill-conditioned (unjudgeable included) and low-spread problems, vacuous nulls and
     TF32-proxy records that kbstudy's relative-L2 check rejects are left out, as in :func:`threshold_evidence`."""
-    import pandas as pd
-
     keys = ["setting", "precision", "level", "problem_id"]
     honest = honest_rows(findings, evaluations, precisions)
     honest = honest.assign(group=honest.source.map(lambda s: "TF32 proxy" if s.startswith("null:lowprec") else "honest"))
@@ -757,32 +582,11 @@ def metric_values(findings, evaluations, precisions: Sequence[str] | None = None
     return long.reset_index(drop=True)
 
 
-def metric_strips(values, title: str = ""):
-    """Figure: one panel per (precision, metric) of :func:`metric_values`, a strip of values per group on a log
-    axis, with the threshold ``T_m`` (:data:`THRESHOLDS`) as a dashed line. Deterministic (jitter seeded
-    through :func:`kbstudy.analysis.figures.seed_jitter`)."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-
-    from kbstudy.analysis import figures as plots
-
-    precisions = sorted(values.precision.unique()) if len(values) else []
-    groups = [g for g in ("honest", "TF32 proxy", "noise", "mean", "zeros") if g in set(values.get("group", []))]
-    fig, axes = plt.subplots(max(1, len(precisions)), len(METRICS), figsize=(12, 1.2 + 1.6 * max(1, len(precisions))),
-                             squeeze=False)
-    plots.seed_jitter()
-    for i, precision in enumerate(precisions):
-        for j, metric in enumerate(METRICS):
-            ax = axes[i, j]
-            sub = values[(values.precision == precision) & (values.metric == metric)]
-            sns.stripplot(data=sub, x="value", y="group", order=groups, ax=ax, size=2.5, jitter=0.25, alpha=0.6,
-                          orient="h", hue="group", hue_order=groups, legend=False, rasterized=True)
-            ax.set_xscale("log")
-            ax.axvline(THRESHOLDS[metric][precision], color="0.2", linestyle="--", linewidth=1)
-            ax.set(xlabel=metric if i == len(precisions) - 1 else "", ylabel=precision if j == 0 else "")
-            if j:
-                ax.set_yticklabels([])
-    if title:
-        fig.suptitle(title, fontsize=9)
-    fig.tight_layout()
-    return fig
+def folder_findings(store):
+    """The calibration findings of one record folder (``store``: a :class:`kbstudy.records.store.RecordStore`) as
+    notebook 02 reads them (:func:`null_findings`, with ``error_message``): a record made under older checks is judged
+    with the problem flags resolved the same way (recorded, or recomputed from the null candidates' metrics where its
+    reference record predates them), so ``kbstudy calibrate``'s report and the audit count the same violations."""
+    evaluations, references, _ = load_frames([store.folder], label="relative", root=store.folder.parent,
+                                             settings=True)
+    return null_findings(evaluations, references, extra_columns=("error_message",))

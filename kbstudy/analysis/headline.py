@@ -36,13 +36,13 @@ start-up. ``worker_minutes`` (sum of ``worker_wall_s``) and the ``metadata.stage
 from __future__ import annotations
 
 import re
-from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
 from kbstudy.analysis import scoring
+from kbstudy.harness.problems import PAPER_CATEGORIES, operator_category, paper_category
 
 #: Messages of a float32-only kernel given bf16/fp16 tensors: ``data_ptr<float>()`` raises "expected scalar type Float
 #: but found BFloat16"; ``AT_DISPATCH_FLOATING_TYPES`` raises '"name" not implemented for 'BFloat16''; kernels that
@@ -54,61 +54,14 @@ DTYPE_ERROR_RE = re.compile(
     re.IGNORECASE)
 #: Values of :func:`dtype_status`.
 DTYPE_STATUSES = ("not_applicable", "ran", "float32_only", "failed")
-#: The columns that identify one attempt across runs (two records with the same values are the same measurement
-#: repeated: :func:`load_records` keeps one).
-IDENTITY = ("model_config", "candidate_sha256", "problem_version", "problem_sha256", "level", "problem_id",
-            "sample_id", "precision", "size_scale", "hardware")
 
 
 # ------------------------------------------------------------------------------------------------ records
 
 
-def repeated_attempts(frame: pd.DataFrame) -> pd.Series:
-    """Per row of ``frame``: whether an earlier row holds the same attempt (:data:`IDENTITY`, over the columns the
-    frame has). Keeping the rows where this is False keeps the first record of each attempt in row order: the rule
-    of :func:`load_records` and of ``kbstudy.analysis.audit.candidate_records`` (rows in the order their folders were listed)."""
-    ident = [c for c in IDENTITY if c in frame.columns]
-    if not ident or frame.empty:
-        return pd.Series(False, index=frame.index)
-    return frame.duplicated(ident, keep="first")
-
-
-def load_records(folders: Iterable[str | Path]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    """Evaluations and references of several record folders, each attempt once.
-
-    Folders are read in order; a missing folder is skipped. Where two folders hold the same attempt (same
-    :data:`IDENTITY`: e.g. a smoke run and the full run re-evaluating the same kernel), the record of the folder listed
-    **first** is kept; duplicate reference timings (same ``key``) likewise.
-
-    Returns ``(evaluations, references, dropped)``: the two frames with a ``records_folder`` column (the folder's
-    name), and the evaluation rows dropped as repeats (``records_folder``, ``model_config``, ``problem_name``,
-    ``problem_version``, ``precision``, ``kept_from``).
-    """
-    from kbstudy.records.frames import load_frames
-
-    folders = list(folders)
-    order = {str(f): i for i, f in enumerate(folders)}
-    frame, references = load_frames(folders)
-    frame, references = (f.assign(_order=f["records_folder"].map(order).astype(int),
-                                  records_folder=f["records_folder"].map(lambda p: Path(p).name))
-                         for f in (frame, references))
-    frame = frame.sort_values("_order", kind="stable")
-    ident = [c for c in IDENTITY if c in frame.columns]
-    repeat = repeated_attempts(frame)
-    kept_from = frame.groupby(ident, dropna=False, sort=False)["records_folder"].transform("first")
-    dropped = frame[repeat].assign(kept_from=kept_from[repeat])
-    dropped = dropped[["records_folder", "model_config", "problem_name", "problem_version", "precision", "kept_from"]]
-    frame = frame[~repeat].drop(columns="_order").reset_index(drop=True)
-    references = (references.sort_values("_order", kind="stable").drop_duplicates("key", keep="first")
-                  .drop(columns="_order").reset_index(drop=True))
-    return frame, references, dropped.reset_index(drop=True)
-
-
 def with_categories(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` with ``paper_category`` (the paper's eight categories, from the problem name) and ``category`` filled
     from the problem name where a record has none."""
-    from kbstudy.harness.problems import operator_category, paper_category
-
     out = frame.copy()
     out["category"] = out["category"].fillna(out["problem_name"].map(operator_category))
     out["paper_category"] = out["problem_name"].map(paper_category)
@@ -164,7 +117,8 @@ def headline_table(frame: pd.DataFrame, configs: Sequence[str] | None = None, *,
     """The paper's headline table: one row per group of ``by`` (default: configuration, problem version, precision).
 
     Args:
-        frame: evaluation records (one size scale and hardware; :func:`load_records`).
+        frame: evaluation records (one size scale and hardware, each attempt once:
+            ``kbstudy.records.frames.load_frames(..., first_attempts=True)``).
         configs: keep these model configurations, in this order (``None``: all, sorted).
         by: grouping columns; must include ``model_config``.
         correctness, baseline: as :func:`kbstudy.analysis.scoring.attempts`; speedups are verified by its rule, with each
@@ -225,8 +179,6 @@ def category_table(frame: pd.DataFrame, configs: Sequence[str] | None = None, *,
     """Per group of ``by`` and paper category (all eight, also those with no attempt): ``n``, ``n_correct``,
     ``verified_speedups`` (correct, speedup > 1, verified: as :func:`headline_table`) and
     ``verified_speedup_median``. Long format; pivot for a wide table."""
-    from kbstudy.harness.problems import PAPER_CATEGORIES
-
     by = _by_list(by)
     data = with_categories(frame)
     att = scoring.attempts(data, by=by, correctness=correctness, baseline=baseline)  # margin: as headline_table
@@ -249,8 +201,6 @@ def category_table(frame: pd.DataFrame, configs: Sequence[str] | None = None, *,
 def category_pivot(categories: pd.DataFrame, index: str = "model_config") -> pd.DataFrame:
     """:func:`category_table` as one row per ``index`` and one ``correct/n`` text column per category (``-`` for no
     attempt), the paper's layout. Pivot one problem version and precision at a time."""
-    from kbstudy.harness.problems import PAPER_CATEGORIES
-
     cell = categories.assign(cell=[f"{c}/{n}" if n else "-" for c, n in zip(categories["n_correct"], categories["n"])])
     wide = cell.pivot_table(index=index, columns="category", values="cell", aggfunc="first")
     return wide.reindex(columns=list(PAPER_CATEGORIES)).reset_index().rename_axis(columns=None)

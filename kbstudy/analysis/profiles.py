@@ -2,7 +2,9 @@
 
 Reads the files that :mod:`kbstudy.profiling.gpu_run` writes (``kernels.jsonl``, ``workloads.jsonl``), from one main
 folder and optionally from supplementary folders whose kernel tables fill the runs the main folder lacks
-(:func:`load_profile_records`); imports matplotlib/seaborn only inside the figure functions.
+(:func:`load_profile_records`); imports matplotlib/seaborn (the ``notebooks`` extra) only inside the figure functions.
+Importing it loads torch: the workload registry (:mod:`kbstudy.profiling.workloads`) builds configurations on the
+``meta`` device for their parameter counts.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from kbstudy.harness.kernel_classes import CATEGORIES, CATEGORY_LABELS, classify_kernel_source, classify_op_source
 from kbstudy.profiling.addressable import (DEFAULT_RULE, PAPER, PAPER_CITATION, addressable_fraction, category_shares,
                                            paper_comparison, rule_categories, summarize)
-from kbstudy.harness.kernel_classes import CATEGORIES, CATEGORY_LABELS, classify_kernel_source, classify_op_source
+from kbstudy.profiling import workloads as W
+from kbstudy.profiling.gpu_run import plan
 from kbstudy.records.store import iter_jsonl
 
 ROLE_ORDER = {"seven": 0, "extra": 1, "sweep": 2}
@@ -47,17 +51,16 @@ def reclassify(kernels: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def folder_label(folder: str | os.PathLike) -> str:
-    """How a records folder is named in tables: its path relative to the repository root
-    (:func:`kbstudy.pipeline.study.find_project_root`) when it lies inside it, else the path as given. Keeps absolute paths
-    out of rendered notebooks."""
-    from kbstudy.pipeline.study import find_project_root
-
+def folder_label(folder: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
+    """How a records folder is named in tables: its path relative to ``root`` (the caller's; notebooks pass the
+    repository root) when it lies inside it, else the path as given. Keeps absolute paths out of rendered notebooks."""
     folder = Path(folder)
-    try:
-        return folder.resolve().relative_to(find_project_root(folder)).as_posix()
-    except ValueError:
-        return folder.as_posix()
+    if root is not None:
+        try:
+            return folder.resolve().relative_to(Path(root).resolve()).as_posix()
+        except ValueError:
+            pass
+    return folder.as_posix()
 
 
 def _read_kernels(folder: Path) -> pd.DataFrame:
@@ -73,8 +76,6 @@ def _config_facts(workload: str, size: str) -> dict:
     """``model`` and ``params`` of a workload configuration, from building it on PyTorch's ``meta`` device with the
     same builder the profiling run used (:func:`kbstudy.profiling.workloads.build`; no memory, no kernels): the
     parameter count is a property of the configuration, not a measurement. Empty dict when it cannot be built."""
-    from kbstudy.profiling import workloads as W  # imports torch: only when a kernel table is promoted
-
     try:
         wl = W.build(workload, "meta", size=size)
     except Exception:  # noqa: BLE001 - an unknown workload/size or a builder meta cannot run: facts stay missing
@@ -94,8 +95,6 @@ def workload_rows_from_kernels(kernels: pd.DataFrame, source_folder: str, rule=D
     table: they are NaN, never filled in. ``precision`` is left missing. ``source_folder`` and ``row_from``
     (:data:`ROW_FROM_KERNELS`) say where the row comes from.
     """
-    from kbstudy.profiling import workloads as W
-
     cats = rule_categories(rule)
     rows = []
     for key, k in kernels.groupby("workload_key", sort=False):
@@ -120,7 +119,7 @@ def workload_rows_from_kernels(kernels: pd.DataFrame, source_folder: str, rule=D
 
 def load_profile_records(folder: str | os.PathLike, reclassify_rows: bool = True,
                          supplementary: Sequence[str | os.PathLike] | None = None,
-                         ) -> tuple[pd.DataFrame, pd.DataFrame]:
+                         root: str | os.PathLike | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(kernels, workloads)`` DataFrames from a gpu_run output folder, optionally completed from other folders.
 
     ``folder`` must hold ``workloads.jsonl`` (else ``FileNotFoundError``). Workloads keep every status
@@ -128,14 +127,14 @@ def load_profile_records(folder: str | os.PathLike, reclassify_rows: bool = True
 
     ``supplementary`` lists folders (in priority order) of the **same hardware** whose ``kernels.jsonl`` fills the
     workload keys that ``folder`` lacks or did not complete (status skipped or error, or no row at all), e.g. an
-    earlier call of the same session whose ``workloads.jsonl`` was lost. Each such key gets a row from
+    earlier profiling call on the same machine whose ``workloads.jsonl`` was lost. Each such key gets a row from
     :func:`workload_rows_from_kernels` (shares and addressable fraction from its kernel table, **step times NaN**) and
     its kernel rows; kernel rows ``folder`` itself left for that key (an interrupted run) are dropped so that one
     key's kernels come from one folder. Keys already ``ok`` in ``folder`` are never replaced. ``FileNotFoundError`` if
     a supplementary folder has no ``kernels.jsonl``; ``ValueError`` if its hardware or level (kernel vs ATen operator)
     differs from the main folder's.
 
-    Both frames gain ``source_folder`` (:func:`folder_label`); ``workloads`` also ``row_from``
+    Both frames gain ``source_folder`` (:func:`folder_label`, relative to ``root``); ``workloads`` also ``row_from``
     (:data:`ROW_FROM_WORKLOADS` or :data:`ROW_FROM_KERNELS`) and ``replaces`` (for a filled key, the main folder's
     status it replaces, ``"absent"`` when it had no row). With ``reclassify_rows`` (default) the kernel rows are
     sorted again by the current rules (:func:`reclassify`: columns ``category``, ``recorded_category``, ``source``).
@@ -147,7 +146,7 @@ def load_profile_records(folder: str | os.PathLike, reclassify_rows: bool = True
     # a rerun appended to the same folder: the last row of a workload wins
     workloads = workloads.drop_duplicates("workload_key", keep="last").reset_index(drop=True)
     kernels = _read_kernels(folder)
-    main_label = folder_label(folder)
+    main_label = folder_label(folder, root)
     workloads["source_folder"] = main_label
     workloads["row_from"] = ROW_FROM_WORKLOADS
     workloads["replaces"] = None
@@ -159,7 +158,7 @@ def load_profile_records(folder: str | os.PathLike, reclassify_rows: bool = True
         extra = Path(extra)
         if not (extra / "kernels.jsonl").exists():
             raise FileNotFoundError(f"{extra / 'kernels.jsonl'} not found (supplementary folder)")
-        label = folder_label(extra)
+        label = folder_label(extra, root)
         sup = _read_kernels(extra)
         if not len(sup):
             continue
@@ -202,14 +201,14 @@ def row_sources(workloads: pd.DataFrame) -> pd.DataFrame:
 
 
 def folder_agreement(folder: str | os.PathLike, supplementary: Sequence[str | os.PathLike],
-                     rule=DEFAULT_RULE) -> pd.DataFrame:
+                     rule=DEFAULT_RULE, root: str | os.PathLike | None = None) -> pd.DataFrame:
     """Reproducibility check between profiling calls: for every workload key whose kernel table is in ``folder`` and
     in a supplementary folder, the addressable fraction under ``rule``, the GEMM+attention share and the kernel time
     per step (ms) in each, and the absolute differences. Both tables are re-classified with the current rules.
 
     Columns: workload_key, folder, addressable_fraction, addressable_fraction_other, abs_diff_f,
     gemm_attention_share, gemm_attention_share_other, abs_diff_gemm_attention, kernel_ms, kernel_ms_other (``other``
-    = the supplementary folder named in ``folder``).
+    = the supplementary folder named in ``folder``, relative to ``root``: :func:`folder_label`).
     """
     main = reclassify(_read_kernels(Path(folder)))
     parts = []
@@ -223,7 +222,7 @@ def folder_agreement(folder: str | os.PathLike, supplementary: Sequence[str | os
         ms_a = main.groupby("workload_key")["time_us_per_step"].sum().reindex(keys) / 1e3
         ms_b = other.groupby("workload_key")["time_us_per_step"].sum().reindex(keys) / 1e3
         parts.append(pd.DataFrame({
-            "workload_key": keys, "folder": folder_label(extra),
+            "workload_key": keys, "folder": folder_label(extra, root),
             "addressable_fraction": a["addressable_fraction"].to_numpy(),
             "addressable_fraction_other": b["addressable_fraction"].to_numpy(),
             "abs_diff_f": (a["addressable_fraction"] - b["addressable_fraction"]).abs().to_numpy(),
@@ -313,8 +312,6 @@ def coverage_table(kernels: pd.DataFrame, workloads: pd.DataFrame) -> pd.DataFra
 
     Columns: workload_key, workload, size, role, status, kernel_rows.
     """
-    from kbstudy.profiling.gpu_run import plan  # imports torch: only when coverage is asked for
-
     tiny = bool(workloads["tiny"].fillna(False).astype(bool).any()) if "tiny" in workloads and len(workloads) else False
     planned = pd.DataFrame(plan(tiny), columns=["workload", "size", "role"])
     planned.insert(0, "workload_key", planned["workload"] + "@" + planned["size"])
@@ -425,7 +422,7 @@ def paper_comparison_notes(table: pd.DataFrame, sweep: pd.DataFrame | None = Non
 
 def plot_breakdown(breakdown: pd.DataFrame, title: str):
     """Horizontal stacked bars of category shares per workload; returns the matplotlib figure."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the notebooks extra: the tables above need no matplotlib
     import seaborn as sns
 
     colors = dict(zip(CATEGORIES, sns.color_palette("tab20", len(CATEGORIES))))
@@ -449,7 +446,7 @@ def plot_addressable_vs_paper(table: pd.DataFrame, title: str):
     """Two panels, one bar per workload of ``table`` (:func:`workload_table` rows): the addressable fraction with the
     paper's range (8.9%-58.2%) shaded, and the GEMM+attention share with the paper's transformer band (80-86%) shaded,
     bars coloured by domain. Returns the matplotlib figure."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the notebooks extra: the tables above need no matplotlib
     from matplotlib.patches import Patch
 
     domains = list(dict.fromkeys(table["domain"]))
@@ -478,7 +475,7 @@ def plot_addressable_vs_paper(table: pd.DataFrame, title: str):
 def plot_sweep(sweep: pd.DataFrame, title: str):
     """Addressable fraction and GEMM+attention share against parameter count (log x), one colour per workload; each f
     point is labelled with its size and Amdahl bound 1/(1-f) (:func:`sweep_table` rows). Returns the figure."""
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the notebooks extra: the tables above need no matplotlib
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     fig, ax = plt.subplots(figsize=(7, 4))

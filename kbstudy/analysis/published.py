@@ -52,8 +52,10 @@ from typing import Iterable
 import numpy as np
 import pandas as pd
 
-from kbstudy.records.schema import error_headline
 from kbstudy.analysis.scoring import geometric_mean
+from kbstudy.harness.candidates import DTYPE_SCAN_KEY, load_candidates
+from kbstudy.harness.problems import load_problems, paper_category, version_changes
+from kbstudy.records.schema import error_headline
 
 LEADERBOARD_FILE = "leaderboard_kernels.jsonl"
 CURRENT_PROBLEMS_FILE = "kernelbench_levels_1-3.jsonl"
@@ -107,8 +109,6 @@ def load_published(path: str | Path, *, levels: Iterable[int] | None = (1,)) -> 
     ``published_kernel_ms`` (``kernel_time_ms``), ``float32_only`` (:func:`kbstudy.harness.candidates.scan_dtype_support`).
     Times in ms on the leaderboard's GPU at the v0 sizes. Raises ``FileNotFoundError``.
     """
-    from kbstudy.harness.candidates import DTYPE_SCAN_KEY, load_candidates
-
     path = Path(path)
     if path.is_dir():
         path = kernelbench_file(path, LEADERBOARD_FILE)
@@ -172,8 +172,6 @@ def load_baseline_timings(kernelbench_dir: str | Path, baseline_set: str = "H100
 def load_version_changes(kernelbench_dir: str | Path, levels: Iterable[int] | None = (1,)) -> pd.DataFrame:
     """:func:`kbstudy.harness.problems.version_changes` from the v0 to the current problems of the shared data, as a frame
     with ``level``, ``problem_id``, ``v0_name``, ``current_name``, ``v0_sha256``, ``current_sha256``, ``change``."""
-    from kbstudy.harness.problems import load_problems, version_changes
-
     kb = Path(kernelbench_dir)
     old = load_problems(kernelbench_file(kb, V0_PROBLEMS_FILE), levels=levels)
     new = load_problems(kernelbench_file(kb, CURRENT_PROBLEMS_FILE), levels=levels)
@@ -214,7 +212,8 @@ def join_published(frame: pd.DataFrame, published: pd.DataFrame, *, problem_vers
     record keep NaN in our columns and ``has_record`` False.
 
     Args:
-        frame: evaluation records (one row per EvaluationRecord, e.g. :func:`kbstudy.analysis.headline.load_records`).
+        frame: evaluation records (one row per EvaluationRecord, e.g. :func:`kbstudy.records.frames.load_frames`
+            with ``first_attempts``).
         published: :func:`load_published`.
         problem_version: ``"v0"`` (the sizes the kernels were written and timed for) or ``"current"``.
         precision, size_scale: which of our evaluations to take.
@@ -230,7 +229,7 @@ def join_published(frame: pd.DataFrame, published: pd.DataFrame, *, problem_vers
     dup = ours.duplicated(["level", "problem_id", "model_config", "candidate_sha256"], keep=False)
     if dup.any():
         raise ValueError(f"{int(dup.sum())} records share a published kernel at {problem_version}/{precision}: "
-                         "deduplicate first (kbstudy.analysis.headline.load_records)")
+                         "deduplicate first (kbstudy.records.frames.load_frames, first_attempts=True)")
     out = published.merge(ours, on=["level", "problem_id", "model_config", "candidate_sha256"], how="left")
     out["has_record"] = out["outcome"].notna()
     out["problem_version"] = problem_version
@@ -366,7 +365,7 @@ def coverage(frame: pd.DataFrame, published: pd.DataFrame, configs: Iterable[str
     and ``candidate_sha256``; any outcome, ``skipped`` included) at that version, precision and ``size_scale``.
 
     Args:
-        frame: evaluation records (:func:`kbstudy.analysis.headline.load_records`).
+        frame: evaluation records (:func:`kbstudy.records.frames.load_frames` with ``first_attempts``).
         published: :func:`load_published` (its levels are the ones counted).
         configs: these configurations, in this order (``None``: every configuration of ``published``, sorted).
         versions, precisions: the grid of runs; every combination gets a row, measured or not.
@@ -401,7 +400,7 @@ def compare_baselines(references: pd.DataFrame, baselines: pd.DataFrame, current
     one row per published entry (matching rule in the module docstring).
 
     Args:
-        references: our ReferenceRecords (``kbstudy.analysis.headline.load_records``), any runs; rows with outcome
+        references: our ReferenceRecords (``kbstudy.records.frames.load_frames``), any runs; rows with outcome
             ``evaluated`` at ``precision`` and ``size_scale`` are used, the latest (``created_utc``) per problem source.
         baselines: :func:`load_baseline_timings`.
         current: the current problems' names and hashes: columns ``level``, ``problem_id``, ``current_name``,
@@ -412,8 +411,6 @@ def compare_baselines(references: pd.DataFrame, baselines: pd.DataFrame, current
     ``published_compile_ms``, ``ours_eager_ms`` (median), ``ours_compile_ms``, ``eager_ratio`` and ``compile_ratio``
     (ours / published), ``hardware`` (ours), ``included`` and ``excluded_reason``.
     """
-    from kbstudy.harness.problems import paper_category
-
     if stale is None:
         sets = set(baselines["baseline_set"]) if "baseline_set" in baselines else set()
         stale = {k: v for s in sets for k, v in STALE_BASELINES.get(s, {}).items()}

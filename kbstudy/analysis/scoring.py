@@ -67,6 +67,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from kbstudy.records.schema import OUTCOMES
+
 #: The thresholds p of fast_p that the study reports (KernelBench reports fast_0, fast_1 and fast_2 and sweeps p).
 FAST_P_THRESHOLDS: tuple[float, ...] = (0.0, 1.0, 1.2, 1.5, 2.0)
 #: Outcomes that are not an attempt: excluded from n (see the module docstring).
@@ -451,8 +453,6 @@ def outcome_table(frame: pd.DataFrame, *, by: str | Sequence[str] = "model_confi
     by = _by_list(by)
     _check_frame(frame, by)
     table = frame.groupby([*by, "outcome"], dropna=False).size().unstack("outcome", fill_value=0)
-    from kbstudy.records.schema import OUTCOMES
-
     ordered = [o for o in OUTCOMES if o in table.columns] + [o for o in table.columns if o not in OUTCOMES]
     return table[ordered].reset_index().rename_axis(columns=None)
 

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from kbstudy.analysis.calibration import SHARED_LANE_NUMEL  # a constant; the module imports nothing heavy at load
+from kbstudy.pipeline.calibrate import SHARED_LANE_NUMEL  # a constant; the module loads pandas, not torch
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Compile, verify and time LLM-generated GPU kernels; profile real workloads.")
@@ -215,7 +215,7 @@ def calibrate_command(
     """Null-candidate calibration: null:reference and every calibration null on every problem,
     per precision, through the same evaluation path as `eval`; no candidate or baseline timing. Prints which nulls
     pass KernelBench's check and kbstudy's, and the problems flagged degenerate, low-spread or unjudgeable."""
-    from kbstudy.analysis.calibration import run_calibration
+    from kbstudy.pipeline.calibrate import run_calibration
     from kbstudy.harness.candidates import CALIBRATION_NULLS, NULL_CANDIDATES
     from kbstudy.harness.problems import ProblemLoadError, load_problems
 
@@ -238,7 +238,7 @@ def calibrate_command(
         _fail(str(exc))
     selection = None
     if (max_output_numel, max_input_numel, max_gflop) != (None, None, None):
-        from kbstudy.analysis.calibration import select_by_footprint
+        from kbstudy.pipeline.calibrate import select_by_footprint
 
         probs, selection = select_by_footprint(
             probs, size_scale, max_output_numel=max_output_numel or 2**62, max_input_numel=max_input_numel or 2**62,
@@ -247,7 +247,7 @@ def calibrate_command(
     if lanes != 1 and lane is None and not plan_lanes:
         _fail("--lanes needs --lane (the share to calibrate) or --plan-lanes")
     if lane is not None or plan_lanes:
-        from kbstudy.analysis.calibration import SOLO_LANE, assign_lanes
+        from kbstudy.pipeline.calibrate import SOLO_LANE, assign_lanes
 
         if lanes < 1:
             _fail(f"--lanes must be at least 1, not {lanes}")
@@ -293,7 +293,8 @@ def calibration_report_command(
     """Print the calibration report of record folders that already exist, evaluating nothing (the report `calibrate`
     prints at its end, read as notebook 02 reads the records: `kbstudy.analysis.calibration.folder_findings`). Exits 1 when a
     folder breaks the calibration rule, as `calibrate` does."""
-    from kbstudy.analysis.calibration import folder_findings, print_calibration
+    from kbstudy.analysis.audit import folder_findings
+    from kbstudy.analysis.calibration import print_calibration
     from kbstudy.records.store import RecordStore
 
     for folder in records:  # every folder checked before any report

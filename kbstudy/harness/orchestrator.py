@@ -48,8 +48,8 @@ from kbstudy.records.schema import OUTCOMES, EvaluationRecord, ReferenceRecord, 
 from kbstudy.records.store import RecordStore
 from kbstudy.verdict.trials import FRESH, VARIANTS, ExtraTrial, plan_extra_trials
 from kbstudy.verdict.checks import (ACCURACY_METRICS, CHECKS_VERSION, FLOAT_SENTINEL, KERNELBENCH_TRIALS,
-                            TIMING_OUTPUT_MISMATCH, KbstudyTrial, KernelBenchTrial, combine, combine_extra,
-                            sentinel_label)
+                            TIMING_OUTPUT_MISMATCH, KbstudyTrial, KernelBenchTrial, sentinel_label)
+from kbstudy.verdict.combine import combine, combine_extra
 
 # Children fork from a server that has already imported torch and Inductor (no CUDA initialised there), so a fresh
 # process per candidate costs milliseconds, not the ~2 s of `import torch` plus the ~3 s of `torch._inductor` that

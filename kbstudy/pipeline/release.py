@@ -11,8 +11,8 @@ scripts use.
     README.md             what it holds: sources, commits, hardware, counts by configuration, version, precision,
                           outcome and verdict, and the command that regenerates it
 
-Each attempt appears once (``kbstudy.analysis.headline.load_records``: where folders repeat an attempt, the folder listed first
-wins). Derived columns: ``records_folder`` (the folder a row came from), ``paper_category`` (the paper's operator
+Each attempt appears once (``kbstudy.records.frames.load_frames``, ``first_attempts``: where folders repeat an
+attempt, the folder listed first wins). Derived columns: ``records_folder`` (the folder a row came from), ``paper_category`` (the paper's operator
 category) and ``dtype_status`` (``kbstudy.analysis.headline.dtype_status``: float32-only kernels at bf16). Rows are sorted by
 (hardware, problem_version, precision, model_config, level, problem_id, sample_id), so the same records give the same
 JSONL bytes.
@@ -173,7 +173,8 @@ def write_release(records: Iterable[str | os.PathLike], out: str | os.PathLike, 
     Returns ``{file name: path}``. Raises ``ValueError`` if the folders hold no evaluation records.
     """
 
-    from kbstudy.analysis.headline import dtype_status, load_records
+    from kbstudy.analysis.headline import dtype_status
+    from kbstudy.records.frames import load_frames
     from kbstudy.harness.problems import paper_category
     from kbstudy.pipeline.study import find_project_root
 
@@ -188,7 +189,7 @@ def write_release(records: Iterable[str | os.PathLike], out: str | os.PathLike, 
         except ValueError:
             return str(p)
 
-    evaluations, references, dropped = load_records(records)
+    evaluations, references, dropped = load_frames(records, label="name", first_attempts=True)
     if evaluations.empty:
         raise ValueError(f"no evaluation records in {', '.join(rel(r) for r in records)}")
     evaluations["paper_category"] = evaluations["problem_name"].map(paper_category)
@@ -327,9 +328,10 @@ def register(app) -> None:
                                                                  "records' git_commit), with its start time"),
     ) -> None:
         """Kernels evaluated per GPU-minute, per run and hardware, from the records' timestamps."""
-        from kbstudy.analysis.headline import load_records, throughput
+        from kbstudy.analysis.headline import throughput
+        from kbstudy.records.frames import load_frames
 
-        frame, _, _ = load_records(records)
+        frame, _, _ = load_frames(records, label="name", first_attempts=True)
         if frame.empty:
             typer.secho("error: no evaluation records", fg=typer.colors.RED, err=True)
             raise typer.Exit(code=2)

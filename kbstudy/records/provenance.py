@@ -45,10 +45,10 @@ def cpu_name() -> str:
 
 def library_versions() -> dict[str, str | None]:
     """Versions of python, torch, triton and the CUDA runtime torch was built with (``None`` where absent)."""
-    import torch
+    import torch  # on first use: the analyses import the records layer without torch
 
     try:
-        import triton  # noqa: PLC0415
+        import triton  # noqa: PLC0415 - optional: absent on CPU machines without the triton extra
 
         triton_version = triton.__version__
     except Exception:  # triton is optional on CPU machines
@@ -64,7 +64,7 @@ def library_versions() -> dict[str, str | None]:
 def hardware_name(device: str) -> str:
     """``torch.cuda.get_device_name`` for a CUDA device (initialises CUDA), else the CPU model name."""
     if device.startswith("cuda"):
-        import torch
+        import torch  # on first use: the analyses import the records layer without torch
 
         return torch.cuda.get_device_name(torch.device(device))
     return cpu_name()

@@ -100,13 +100,13 @@ class RecordStore:
 
     def evaluations_frame(self):
         """The evaluations as a pandas DataFrame, with one column per schema field."""
-        import pandas as pd
+        import pandas as pd  # on first use: the harness's processes write records without pandas
 
         columns = [f.name for f in dataclasses.fields(EvaluationRecord)]
         return pd.DataFrame(self.evaluations(), columns=columns)
 
     def references_frame(self):
-        import pandas as pd
+        import pandas as pd  # on first use: the harness's processes write records without pandas
 
         columns = [f.name for f in dataclasses.fields(ReferenceRecord)]
         return pd.DataFrame(list(self.references().values()), columns=columns)

@@ -30,9 +30,9 @@ precision only if, on the variant trial's own inputs (:func:`applicability`):
 3. the float64 reference output is not constant: not (all elements equal, or std / RMS < 1e-6, or all zero), the rule
    of ``ReferenceRecord.degenerate_constant``; integer and bool outputs count as constant when all elements are equal;
 4. the reference itself, run at the run's precision, passes kbstudy's check against the float64 reference on these
-   inputs (``verify.kbstudy_trial``, with this input set's own accuracy bounds): its output is finite where the
+   inputs (``checks.kbstudy_trial``, with this input set's own accuracy bounds): its output is finite where the
    float64 one is, so an honest kernel's can be;
-5. these inputs are judgeable at the run's precision (``verify.is_unjudgeable`` of the reference's own relative L2
+5. these inputs are judgeable at the run's precision (``checks.is_unjudgeable`` of the reference's own relative L2
    error and the output's relative spread on them is false): the check, whose bounds widen to ``REFERENCE_FACTOR``
    times that error (checks v4, ``docs/verifier.md``), still rejects every constant output.
    Before checks v4 the bounds were fixed, and rule 4 also required the reference to be within them.
@@ -48,6 +48,8 @@ import dataclasses
 import math
 import secrets
 from typing import Any, Sequence
+
+from kbstudy.verdict.checks import REFERENCE_FACTOR, is_unjudgeable, kbstudy_trial, reference_errors, relative_spread
 
 #: The distributions of the extra trials besides fresh seeds, in trial order.
 VARIANTS = ("signed", "large")
@@ -108,7 +110,7 @@ def transform_inputs(inputs: Sequence[Any], name: str, seed: int) -> list:
     random (generator seeded with ``seed + position``, on the tensor's device); ``large`` multiplies each
     floating-point tensor by :data:`LARGE_SCALE`; :data:`FRESH` returns the inputs unchanged. Other values pass
     through. Returns new tensors (the inputs are not modified). Raises ``ValueError`` for an unknown name."""
-    import torch
+    import torch  # loaded on first use: the analyses import this module's constants without torch
 
     if name == FRESH:
         return list(inputs)
@@ -130,7 +132,7 @@ def transform_inputs(inputs: Sequence[Any], name: str, seed: int) -> list:
 def is_constant(x) -> bool:
     """Is an output constant? Floating: over its finite elements, none, all zero, all equal (more than one), or
     std / RMS < :data:`CONSTANT_REL_STD`. Integer/bool: more than one element, all equal. Non-tensors: ``False``."""
-    import torch
+    import torch  # loaded on first use: the analyses import this module's constants without torch
 
     if not isinstance(x, torch.Tensor):
         return False
@@ -160,12 +162,10 @@ def applicability(original: Sequence[Any], transformed: Sequence[Any], expected:
         expected: the reference's outputs at the run's precision on ``transformed``.
         expected64: the float64 reference's outputs on ``transformed``.
         precision: ``fp32``, ``fp16`` or ``bf16``.
-        reference_metrics: ``e_ref`` of these inputs (``verify.reference_errors(expected, expected64)``, computed
+        reference_metrics: ``e_ref`` of these inputs (``checks.reference_errors(expected, expected64)``, computed
             here when ``None``).
     """
-    import torch
-
-    from kbstudy.verdict import checks as verify
+    import torch  # loaded on first use: the analyses import this module's constants without torch
 
     changed = any(isinstance(a, torch.Tensor) and a.is_floating_point() and not torch.equal(a, b)
                   for a, b in zip(original, transformed))
@@ -178,14 +178,14 @@ def applicability(original: Sequence[Any], transformed: Sequence[Any], expected:
     if tensors and all(is_constant(x) for x in tensors):
         return "the float64 reference output is constant"
     if reference_metrics is None:
-        reference_metrics = verify.reference_errors(expected, expected64)
-    own = verify.kbstudy_trial(expected, expected64, expected, precision, "nan", reference_metrics)
+        reference_metrics = reference_errors(expected, expected64)
+    own = kbstudy_trial(expected, expected64, expected, precision, "nan", reference_metrics)
     if not own.passed:
         return f"the reference at {precision} fails kbstudy's check on these inputs ({own.failure}: {own.detail})"
-    spread = verify.relative_spread(expected64)
-    if verify.is_unjudgeable(reference_metrics.get("rel_l2_error"), spread):
+    spread = relative_spread(expected64)
+    if is_unjudgeable(reference_metrics.get("rel_l2_error"), spread):
         limit = f"the output's relative spread ({spread:.3g})" if spread is not None and spread < 1 else "1"
-        return (f"unjudgeable at {precision} on these inputs: {verify.REFERENCE_FACTOR:g} x the reference's own "
+        return (f"unjudgeable at {precision} on these inputs: {REFERENCE_FACTOR:g} x the reference's own "
                 f"relative L2 error ({reference_metrics['rel_l2_error']:.3g}) is at least {limit}")
     return None
 

@@ -216,7 +216,7 @@ def test_low_spread_problem_is_flagged_and_its_constant_excused(low_spread_batch
     assert judged_on_signed["low_spread"] is False and judged_on_signed["low_spread_default"] is True
     assert judged_on_signed["unjudgeable"] is False
     # the audit reads the recorded flags
-    ev, refs = audit.load_records([store.folder], root=store.folder.parent)
+    ev, refs, _ = load_frames([store.folder], label="relative", root=store.folder.parent, settings=True)
     problems = audit.problem_findings(audit.null_findings(ev, refs))
     matvec = problems[problems.problem_name == MATVEC].iloc[0]
     assert matvec.flags_recorded and matvec.low_spread and matvec.unjudgeable
@@ -233,7 +233,8 @@ def test_one_wrong_element_is_rejected_where_relative_l2_accepts(bf16_batch):
     assert honest["kbstudy_correct"] is True and honest["problem_flags"] == []
     assert bf16_batch["refs"][RELU]["reference_rel_l2_error"] == 0.0  # ReLU is exact at any precision
     # the audit's recomputation from the recorded metrics is the verifier's verdict
-    ev, refs = audit.load_records([bf16_batch["store"].folder], root=bf16_batch["store"].folder.parent)
+    ev, refs, _ = load_frames([bf16_batch["store"].folder], label="relative", root=bf16_batch["store"].folder.parent,
+                              settings=True)
     judged = audit.proposed_verdict(ev, audit.reference_errors(audit.null_findings(ev, refs)))
     assert judged.proposed_correct.tolist() == judged.kbstudy_correct.tolist()
     assert judged.loc[judged.model_config == "one_element_wrong", "proposed_failure"].tolist() == ["max_abs"]
@@ -266,7 +267,7 @@ def test_older_records_still_load():
     """Records made before schema 3 (the CPU calibration as committed before checks v4, kept as a test fixture) load
     with the new fields missing (NaN)."""
     folder = REPO / "tests" / "fixtures" / "cpu-calibration-v1" / "level1-bf16"
-    ev, refs = load_frames([folder])
+    ev, refs, _ = load_frames([folder])
     assert len(ev) and len(refs)
     assert (ev.schema_version < 3).all() and ev.problem_flags.isna().all()
     for name in ("reference_rel_l2_error", "low_spread", "unjudgeable"):

@@ -17,10 +17,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from kbstudy.analysis import audit
-
+from kbstudy.analysis import audit, audit_figures
+from kbstudy.analysis.figures import markdown_section
+from kbstudy.pipeline.calibrate import SOLO_LANE, assign_lanes, problem_footprint, select_by_footprint
+from kbstudy.records.frames import load_frames, run_folders, setting_label
 from kbstudy.verdict import checks as verify
-from kbstudy.analysis.calibration import SOLO_LANE, assign_lanes, problem_footprint, select_by_footprint
 
 from committed import committed_records
 from fixture_records import CALIBRATION_SLICE_V1, write_calibration_slice
@@ -38,9 +39,9 @@ def records(tmp_path_factory):
     committed_records(SMOKE, CPU_DLRM)
     tmp = tmp_path_factory.mktemp("audit")
     write_calibration_slice(tmp, CALIBRATION_SLICE_V1)
-    folders, missing = audit.expand_records_dirs(
-        [tmp / "cpu-calibration", SMOKE, CPU_DLRM, tmp / "h200-not-yet"], root=tmp)
-    ev, refs = audit.load_records(folders, root=tmp)
+    folders, missing = run_folders(
+        [tmp / "cpu-calibration", SMOKE, CPU_DLRM, tmp / "h200-not-yet"], tmp)
+    ev, refs, _ = load_frames(folders, label="relative", root=tmp, settings=True)
     return {"tmp": tmp, "folders": folders, "missing": missing, "ev": ev, "refs": refs,
             "findings": audit.null_findings(ev, refs, ["fp32", "bf16"])}
 
@@ -58,16 +59,16 @@ def test_expand_and_load(records):
     ev = records["ev"]
     assert set(ev.setting) == {"AMD EPYC, 1/64 size", "NVIDIA H200, full size", "AMD EPYC, 1/512 size"}
     # folders outside ``root`` are named by their last component
-    assert {"cpu-calibration/level1-fp32", "smoke", "study"} <= set(ev.records_dir)
+    assert {"cpu-calibration/level1-fp32", "smoke", "study"} <= set(ev.records_folder)
     overview = audit.records_overview(ev)
-    row = overview[overview.records_dir.str.endswith("level1-fp32")].iloc[0]
+    row = overview[overview.records_folder.str.endswith("level1-fp32")].iloc[0]
     assert (row.problems, row.null_records, row.candidate_records) == (4, 36, 0)  # 4 problems x 9 nulls
 
 
 def test_setting_label():
-    assert audit.setting_label("NVIDIA H200", 1.0) == "NVIDIA H200, full size"
-    assert audit.setting_label("AMD EPYC", 0.015625) == "AMD EPYC, 1/64 size"
-    assert audit.setting_label("x", 0.3) == "x, size x0.3"
+    assert setting_label("NVIDIA H200", 1.0) == "NVIDIA H200, full size"
+    assert setting_label("AMD EPYC", 0.015625) == "AMD EPYC, 1/64 size"
+    assert setting_label("x", 0.3) == "x, size x0.3"
 
 
 def test_zeros_count_and_kernelbench_holes(records):
@@ -241,7 +242,7 @@ def test_metric_values_and_empty_figure(records):
     import matplotlib.pyplot as plt
 
     # the figures themselves are drawn by the notebook test; here only the no-records case
-    fig = audit.outcome_heatmap(audit.outcome_grid(records["findings"].iloc[:0]))
+    fig = audit_figures.outcome_heatmap(audit.outcome_grid(records["findings"].iloc[:0]))
     assert fig.axes[0].texts[0].get_text() == "no null-candidate records"
     plt.close(fig)
 
@@ -249,11 +250,11 @@ def test_metric_values_and_empty_figure(records):
 def test_markdown_section(tmp_path):
     doc = tmp_path / "d.md"
     doc.write_text("# T\n## A\ntext\n```python\n# a comment, not a heading\n```\n### sub\nmore\n## B\nother\n")
-    assert audit.markdown_section(doc, "## A") == ("## A\ntext\n```python\n# a comment, not a heading\n```\n"
+    assert markdown_section(doc, "## A") == ("## A\ntext\n```python\n# a comment, not a heading\n```\n"
                                                    "### sub\nmore\n")
     with pytest.raises(KeyError):
-        audit.markdown_section(doc, "## C")
-    spec = audit.markdown_section(REPO / "docs" / "verifier.md", "## The replacement check")
+        markdown_section(doc, "## C")
+    spec = markdown_section(REPO / "docs" / "verifier.md", "## The replacement check")
     assert "def judge(P, C, p):" in spec and "## What the calibration found" not in spec
     # the numbers the spec states are the ones the verifier (and the audit, through it) applies
     for metric, row in (("rel_l2_error", "T_L2"), ("max_abs_error_normalized", "T_MAX"),
@@ -357,10 +358,10 @@ def test_calibrate_cli_options(levels_file, tmp_path):
 
 def test_a_problem_in_two_folders_of_one_setting_counts_once(tmp_path):
     # 23_Softmax's all-zeros output at fp32, full size, is in the H200 smoke run and in the H200 calibration: one problem
-    folders, _ = audit.expand_records_dirs(committed_records(SMOKE, H200_CALIBRATION), root=tmp_path)
-    ev, refs = audit.load_records(folders, root=tmp_path)
+    folders, _ = run_folders(committed_records(SMOKE, H200_CALIBRATION), tmp_path)
+    ev, refs, _ = load_frames(folders, label="relative", root=tmp_path, settings=True)
     both = ev[(ev.model_config == "null:zeros") & (ev.level == 1) & (ev.problem_id == 23) & (ev.precision == "fp32")]
-    assert both.records_dir.nunique() == 2  # (the calibration folder may hold a retried attempt too)
+    assert both.records_folder.nunique() == 2  # (the calibration folder may hold a retried attempt too)
     findings = audit.null_findings(ev, refs, ["fp32"])
     zeros = findings[(findings["null"] == "zeros") & findings.outcome.eq("evaluated") & (findings.level == 1)]
     assert (zeros.problem_id == 23).sum() == 1  # one finding: the latest record
@@ -376,8 +377,8 @@ def test_a_problem_in_two_folders_of_one_setting_counts_once(tmp_path):
 def test_the_committed_calibration_made_under_checks_v4(tmp_path):
     # the same slice as `records`, from the committed calibration regenerated under checks v4 (schema 3)
     write_calibration_slice(tmp_path)
-    folders, _ = audit.expand_records_dirs([tmp_path / "cpu-calibration"], root=tmp_path)
-    ev, refs = audit.load_records(folders, root=tmp_path)
+    folders, _ = run_folders([tmp_path / "cpu-calibration"], tmp_path)
+    ev, refs, _ = load_frames(folders, label="relative", root=tmp_path, settings=True)
     assert (ev.schema_version >= 3).all()
     f = audit.null_findings(ev, refs, ["fp32", "bf16"])
     assert f.flags_recorded.all()  # the reference records carry the flags: nothing recomputed
@@ -407,16 +408,16 @@ def test_candidate_tables_take_each_attempt_once_from_the_first_folder(tmp_path)
         rec.created_utc = "2026-02-01T00:00:00+00:00"
     write_store(tmp_path / "earlier", old)
     write_store(tmp_path / "later", new)
-    folders, _ = audit.expand_records_dirs([tmp_path / "later", tmp_path / "earlier"], root=tmp_path)
-    ev, _ = audit.load_records(folders, root=tmp_path)
+    folders, _ = run_folders([tmp_path / "later", tmp_path / "earlier"], tmp_path)
+    ev, _, _ = load_frames(folders, label="relative", root=tmp_path, settings=True)
     cand = audit.candidate_records(ev).set_index("problem_id")
     assert sorted(cand.index) == [1, 2, 3]
-    assert cand.loc[1, "records_dir"] == "later" and cand.loc[1, "verdicts"] == "both pass"
+    assert cand.loc[1, "records_folder"] == "later" and cand.loc[1, "verdicts"] == "both pass"
     row = audit.candidate_reverification(ev).iloc[0]
     assert (row.records, row.kernelbench_correct, row.kbstudy_correct, row.kernelbench_only) == (3, 2, 2, 0)
     assert len(ev[ev.model_config == "null:zeros"]) == 1
     # listed the other way round, the earlier folder's record of problem 1 is the one counted
-    folders, _ = audit.expand_records_dirs([tmp_path / "earlier", tmp_path / "later"], root=tmp_path)
-    ev, _ = audit.load_records(folders, root=tmp_path)
+    folders, _ = run_folders([tmp_path / "earlier", tmp_path / "later"], tmp_path)
+    ev, _, _ = load_frames(folders, label="relative", root=tmp_path, settings=True)
     cand = audit.candidate_records(ev).set_index("problem_id")
-    assert cand.loc[1, "records_dir"] == "earlier" and cand.loc[1, "verdicts"] == "KernelBench only"
+    assert cand.loc[1, "records_folder"] == "earlier" and cand.loc[1, "verdicts"] == "KernelBench only"

@@ -10,6 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from kbstudy.verdict import checks as verify
+from kbstudy.verdict.combine import combine
 from kbstudy.analysis.calibration import MUST_FAIL, PROBES, calibration_findings
 from kbstudy.harness.candidates import CALIBRATION_NULLS, null_candidates
 from kbstudy.cli.app import app
@@ -161,7 +162,7 @@ def test_elementwise_floor_and_metrics():
     # rel L2 ~ 7e-4, elementwise ~2.4, normalized max ~8e-4: within every fp32 bound (1e-3 of a near-zero element)
     assert t.passed and t.max_abs_norm < verify.MAX_ABS_THRESHOLD["fp32"]
     assert t.elem_rel < verify.ELEMENTWISE_THRESHOLD["fp32"]
-    assert verify.combine([], [t], "fp32")["elementwise_rel_error_max"] == t.elem_rel
+    assert combine([], [t], "fp32")["elementwise_rel_error_max"] == t.elem_rel
 
 
 def test_calibrate_command(levels_file, tmp_path):
@@ -318,7 +319,7 @@ def test_calibrate_report_judges_old_records_as_the_audit_does():
     ``null:reference`` on 89_cumsum, rejected under checks v3, is excused (its problem is unjudgeable at bf16, a flag
     its older reference record lacks), where the recorded flags alone (``calibration_findings``) would call it a
     violation of the calibration rule."""
-    from kbstudy.analysis.calibration import folder_findings
+    from kbstudy.analysis.audit import folder_findings
 
     folder = committed_records(H200_CALIBRATION / "level1-bf16", file="evaluations.jsonl")
     store = RecordStore(folder)
@@ -416,7 +417,7 @@ def test_h200_level2_dropout_problem_is_unjudgeable_on_its_committed_records():
     """The H200 records of level-2 66_Matmul_Dropout_Softmax at fp32 (commit 8f2f9f8) carry ``unjudgeable: false``
     (the all-zeros test alone); the current rule, applied to what they hold, flags the problem and excuses the mean
     null's acceptance, so the level-2/3 calibration has no violation."""
-    from kbstudy.analysis.calibration import folder_findings
+    from kbstudy.analysis.audit import folder_findings
 
     folder = committed_records(H200_CALIBRATION / "level23-fp32", file="evaluations.jsonl")
     store = RecordStore(folder)
@@ -466,7 +467,7 @@ def test_the_committed_h200_calibration_is_complete_and_its_counts_hold():
     whose reference raises (a float32 hidden state beside a bf16 model); 0 violations in every folder; all-zeros
     passes KernelBench's check on 2 (fp32) and 4 (bf16) of 100 level-1 problems, 5 and 7 of 100 level-2, none at
     level 3 or on DLRM-Bench."""
-    from kbstudy.analysis.calibration import folder_findings
+    from kbstudy.analysis.audit import folder_findings
 
     root = committed_records(H200_CALIBRATION)
     zeros_pass = {("level1", "fp32"): 2, ("level1", "bf16"): 4, ("dlrm", "fp32"): 0, ("dlrm", "bf16"): 0}

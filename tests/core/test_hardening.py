@@ -22,6 +22,7 @@ from kbstudy.harness import timing
 from kbstudy.verdict import trials as variants
 
 from kbstudy.verdict import checks as verify
+from kbstudy.verdict.combine import combine_extra
 from kbstudy.harness.orchestrator import EvalConfig, evaluate_batch
 from kbstudy.harness.kernel_share import custom_kernel_share, kernel_origin
 from kbstudy.harness.problems import scale_source
@@ -279,20 +280,20 @@ def test_combine_extra_unit():
     mutated = verify.KbstudyTrial(False, "inputs_mutated", 0.0, 1.0, "inputs [0] changed")
     plan = variants.plan_extra_trials(5, 1, ("signed", "large"), seeds=[1, 2, 3])
     names = [t.name for t in plan]
-    fields = verify.combine_extra({"kbstudy_correct": True, "kbstudy_failure": None, "metadata_verdict": {}},
+    fields = combine_extra({"kbstudy_correct": True, "kbstudy_failure": None, "metadata_verdict": {}},
                                   [(plan[0], ok), (plan[1], bad)], names, {"large": "no floating input"})
     assert fields["kbstudy_variants"] == {"fresh_seeds": "passed", "signed": "failed", "large": "n.a."}
     assert fields["kbstudy_correct"] is False and fields["kbstudy_failure"] == "variant_signed"
     assert fields["correct_default_only"] is True and "seed 2" in fields["metadata_verdict"]["kbstudy_detail"]
     # an integrity failure on an extra trial keeps its own name
-    fields = verify.combine_extra({"kbstudy_correct": True, "kbstudy_failure": None}, [(plan[1], mutated)],
+    fields = combine_extra({"kbstudy_correct": True, "kbstudy_failure": None}, [(plan[1], mutated)],
                                   names, {})
     assert fields["kbstudy_failure"] == "inputs_mutated"
     # a failure on KernelBench's trials stays the reported one
-    fields = verify.combine_extra({"kbstudy_correct": False, "kbstudy_failure": "coverage"}, [(plan[1], bad)],
+    fields = combine_extra({"kbstudy_correct": False, "kbstudy_failure": "coverage"}, [(plan[1], bad)],
                                   names, {})
     assert fields["kbstudy_failure"] == "coverage" and fields["correct_default_only"] is False
-    assert verify.combine_extra({"kbstudy_correct": True}, [], [], {})["kbstudy_variants"] is None
+    assert combine_extra({"kbstudy_correct": True}, [], [], {})["kbstudy_variants"] is None
 
 
 # ------------------------------------------------------------------------------------------------ timing pool

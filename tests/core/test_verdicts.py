@@ -10,6 +10,7 @@ import torch
 from kbstudy.harness import execution
 
 from kbstudy.verdict import checks as verify
+from kbstudy.verdict.combine import combine
 from kbstudy.harness.candidates import null_candidates
 from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.records.store import RecordStore
@@ -317,14 +318,14 @@ def test_combine_needs_every_trial():
     ref = torch.rand(50)
     good = (_kb(ref, ref.clone()), _kbs(ref, ref.clone()))
     bad = (_kb(ref, ref * 1.1), _kbs(ref, ref * 1.1))
-    fields = verify.combine([good[0], bad[0], good[0]], [good[1], bad[1], good[1]], "fp32")
+    fields = combine([good[0], bad[0], good[0]], [good[1], bad[1], good[1]], "fp32")
     assert fields["kernelbench_correct"] is False and fields["kernelbench_trials_passed"] == 2
     assert fields["kernelbench_trials"] == 3
     assert fields["kbstudy_correct"] is False and fields["kbstudy_failure"] == "rel_l2"
     assert fields["rel_l2_error"] == pytest.approx(0.1, rel=1e-3)  # the worst trial
     assert fields["kernelbench_max_abs_diff"] == pytest.approx(float((ref * 0.1).abs().max()), rel=1e-5)
-    ok = verify.combine([good[0]] * 5, [good[1]] * 5, "fp32")
+    ok = combine([good[0]] * 5, [good[1]] * 5, "fp32")
     assert ok["kernelbench_correct"] is True and ok["kbstudy_correct"] is True and ok["kbstudy_failure"] is None
-    empty = verify.combine([], [], "fp32")
+    empty = combine([], [], "fp32")
     assert empty["kernelbench_correct"] is False and empty["kbstudy_correct"] is False
     assert not math.isnan(ok["coverage"])

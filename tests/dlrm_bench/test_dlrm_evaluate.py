@@ -133,10 +133,11 @@ def test_gpu_run_candidates_measured_beside_ours(tmp_path, capsys):
     """``gpu_run --candidates DIR``: the folder's kernels (model configuration = the folder's name) are evaluated in the
     same run as ours, for the problems asked for. An edited copy of our problem-8 kernel is measured on its own; an
     identical copy is measured once with ours and recorded under its own configuration (``measurement_of``). Notebook
-    4's table keeps ours; ``report.variants`` lists the other two beside it."""
+    4's table keeps ours; ``dlrm_variants.variants`` lists the other two beside it."""
     from kbstudy.suites.dlrm_bench import KERNELS_DIR
     from kbstudy.suites.dlrm_bench import gpu_run
     from kbstudy.analysis import dlrm as report
+    from kbstudy.analysis import dlrm_variants
 
     name = "level_5_problem_8_sample_0_kernel.py"
     source = (KERNELS_DIR / name).read_text()
@@ -168,7 +169,7 @@ def test_gpu_run_candidates_measured_beside_ours(tmp_path, capsys):
 
     table, _ = report.load_run(out)
     assert table["problem_id"].tolist() == [8] and table["ours_ms"].iloc[0] == ours["candidate_ms_median"]
-    variants = report.variants(out).set_index("model_config")
+    variants = dlrm_variants.variants(out).set_index("model_config")
     assert sorted(variants.index) == sorted([edited.name, copy.name])
     assert (variants["ours_ms"] == ours["candidate_ms_median"]).all() and variants["correct"].all()
     assert variants.loc[edited.name, "variant_ms"] == ed["candidate_ms_median"]

@@ -12,6 +12,8 @@ import pandas as pd
 import pytest
 
 from kbstudy.analysis import dlrm as report
+from kbstudy.analysis import dlrm_device
+from kbstudy.analysis import dlrm_variants
 
 from committed import RECORDS, committed_records
 
@@ -142,16 +144,16 @@ def test_variants_and_kernel_moves(tmp_path):
     assert len(after) == 12  # ours only: the variant is not a thirteenth problem
     pd.testing.assert_frame_equal(after[after["problem_id"] != 3].reset_index(drop=True),
                                   before[before["problem_id"] != 3].reset_index(drop=True))
-    assert report.variants(before_dir).empty
-    assert report.variant_notes(report.variants(before_dir))[0].startswith("no variant candidates")
+    assert dlrm_variants.variants(before_dir).empty
+    assert dlrm_variants.variant_notes(dlrm_variants.variants(before_dir))[0].startswith("no variant candidates")
 
-    v = report.variants(after_dir)
+    v = dlrm_variants.variants(after_dir)
     assert v["model_config"].tolist() == ["variant-x"] and v["correct"].tolist() == [True]
     ours1 = before.set_index("problem_id").loc[1]
     assert v["ours_ms"].iloc[0] == ours1["ours_ms"] and v["variant_over_ours"].iloc[0] == pytest.approx(2.0)
     assert v["variant_over_floor"].iloc[0] == pytest.approx(2 * ours1["ours_over_floor"])
     assert v["iqr_disjoint"].iloc[0] == bool(2 * ours1["ours_q1_ms"] > ours1["ours_q3_ms"])
-    assert report.variant_notes(v)[0].startswith("problem 1 variant-x (correct): ")
+    assert dlrm_variants.variant_notes(v)[0].startswith("problem 1 variant-x (correct): ")
 
     moves = report.kernel_moves(before_dir, after_dir).set_index(["problem_id", "model_config"])
     assert len(moves) == 13
@@ -228,8 +230,8 @@ def test_device_time_view_on_the_s7_records():
     and here also the sum of ``top_kernels``: no call had more than five kernel names), per-call time and floor as
     ``load_run`` gives them, the gap between the two, and the 1.25x target by device time (1, 3, 4, 8) against per-call
     time (none)."""
-    view = report.device_time_view(S7_RECORDS)
-    assert list(view.columns) == list(report.DEVICE_COLUMNS)
+    view = dlrm_device.device_time_view(S7_RECORDS)
+    assert list(view.columns) == list(dlrm_device.DEVICE_COLUMNS)
     assert view["problem_id"].tolist() == list(range(1, 13)) and set(view["model_config"]) == {"kbstudy-triton"}
     raw = _raw_records(S7_RECORDS)
     top_sum = {pid: sum(k["us"] for k in r["top_kernels"]) / 1e3 for pid, r in raw.items()}
@@ -251,7 +253,7 @@ def test_device_time_view_on_the_s7_records():
     mem = v[v["bound"] == "memory"]
     assert sorted(mem.index[mem["device_within_target"]]) == [1, 3, 4, 8]
     assert not (mem["per_call_over_floor"] <= report.FLOOR_TARGET).any()
-    notes = report.device_notes(view, machine)
+    notes = dlrm_device.device_notes(view, machine)
     assert notes[0] == ("memory-bound problems within 1.25x of the floor, of 10 with a device time: by device time "
                         "4: 1 (1.24x), 3 (1.14x), 4 (1.20x), 8 (1.12x); by per-call time none")
     assert notes[2] == ("the most gap the per-call target leaves at these device times (the measured gap in "
@@ -261,7 +263,7 @@ def test_device_time_view_on_the_s7_records():
                                "takes 14.9 us")
 
     # the lean launch changes the host's part of a call, not the kernels: same device time as the JIT-launched files
-    jit = report.device_time_view(S7_RECORDS, model_config="kbstudy-triton-jit").set_index("problem_id")
+    jit = dlrm_device.device_time_view(S7_RECORDS, model_config="kbstudy-triton-jit").set_index("problem_id")
     assert set(jit["model_config"]) == {"kbstudy-triton-jit"}
     assert (jit["device_ms"] / v["device_ms"]).to_numpy() == pytest.approx([1.0] * 12, abs=0.02)
     assert jit.loc[7, "gap_us"] - v.loc[7, "gap_us"] > 40
@@ -291,27 +293,27 @@ def test_device_time_view_sources_and_target(tmp_path):
     records without a profiled call (the committed CPU run) leave the device columns empty and the notes say so; the
     target flag is ``device / floor <= 1.25``."""
     run = _run_copy(tmp_path / "a")
-    plain = report.device_time_view(run)
+    plain = dlrm_device.device_time_view(run)
     table, machine = report.load_run(run)
     assert plain["device_ms"].isna().all() and plain["gap_us"].isna().all()
     assert plain["device_within_target"].isna().all() and plain["n_kernels"].isna().all()
     assert plain["per_call_ms"].tolist() == table["ours_ms"].tolist()
-    assert report.device_notes(plain, machine) == [
+    assert dlrm_device.device_notes(plain, machine) == [
         ("no device times in these records (no profiled call: a CPU run has no device kernels to profile): the "
          "per-call time is the only view")]
-    assert report.device_time_view(run, model_config="nothing-here").empty
+    assert dlrm_device.device_time_view(run, model_config="nothing-here").empty
 
     floors = table.set_index("problem_id")["floor_ms"] * 1e3
     _rewrite_records(run, lambda rows: _with_device_times([{**r, "_floor_us": floors[r["problem_id"]]}
                                                            for r in rows]))
-    view = report.device_time_view(run).set_index("problem_id")
+    view = dlrm_device.device_time_view(run).set_index("problem_id")
     assert view.loc[1, "device_over_floor"] == pytest.approx(1.2) and view.loc[1, "n_kernels"] == 5
     assert view.loc[3, "device_over_floor"] == pytest.approx(1.3) and view.loc[3, "n_kernels"] == 1
     assert view.loc[1, "device_within_target"] is True and view.loc[3, "device_within_target"] is False
     assert view.drop(index=[1, 3])["device_ms"].isna().all()
     ours = table.set_index("problem_id")["ours_ms"]
     assert view.loc[1, "gap_us"] == pytest.approx((ours[1] - 1.2 * floors[1] / 1e3) * 1e3)
-    notes = report.device_notes(view.reset_index(), machine)
+    notes = dlrm_device.device_notes(view.reset_index(), machine)
     assert notes[0] == ("memory-bound problems within 1.25x of the floor, of 2 with a device time: by device time "
                         "1: 1 (1.20x); by per-call time none")
     assert view.loc[1, "target_gap_us"] == pytest.approx(0.05 * floors[1])  # (1.25 - 1.2) x floor, in us
@@ -323,7 +325,7 @@ def test_device_time_view_sources_and_target(tmp_path):
     assert set(view["device_source"].dropna()) == {"profiled"} and view["device_q1_ms"].isna().all()
     assert view["profiled_ms"].equals(view["device_ms"])
     launch_us = 10.0
-    notes = report.device_notes(view.reset_index(), {"details": {"launch_triton_ms": [launch_us / 1e3]}})
+    notes = dlrm_device.device_notes(view.reset_index(), {"details": {"launch_triton_ms": [launch_us / 1e3]}})
     gap = view["gap_us"].dropna()
     assert notes[-2].endswith(f"one empty Triton launch here takes {launch_us:.1f} us, so the gap is "
                               f"{gap.min() / launch_us:.1f}-{gap.max() / launch_us:.1f} launches' worth")
@@ -340,13 +342,14 @@ def test_device_time_view_sources_and_target(tmp_path):
         return out
 
     _rewrite_records(run, with_cold)
-    view = report.device_time_view(run).set_index("problem_id")
+    view = dlrm_device.device_time_view(run).set_index("problem_id")
     assert view.loc[3, "device_source"] == "cold" and view.loc[1, "device_source"] == "profiled"
     assert view.loc[3, "device_ms"] == pytest.approx(1.1 * floors[3] / 1e3 * 1.10)
     assert view.loc[3, "profiled_ms"] == pytest.approx(1.3 * floors[3] / 1e3)  # the profiled call, kept beside
     assert view.loc[3, "device_q1_ms"] < view.loc[3, "device_ms"] < view.loc[3, "device_q3_ms"]
     assert view.loc[3, "device_within_target"] is True  # 1.21x by its cold device time, 1.3x by the profiled call
-    assert report.device_notes(view.reset_index(), machine)[-1].startswith("device time: cold where the record has")
+    notes = dlrm_device.device_notes(view.reset_index(), machine)
+    assert notes[-1].startswith("device time: cold where the record has")
     assert view["copy_ms"].isna().all() and view["device_over_copy"].isna().all()  # no copy timed on a CPU
 
     # a GPU run's floors carry the device time of a copy of the compulsory bytes (roofline.copy_at_size)
@@ -354,10 +357,11 @@ def test_device_time_view_sources_and_target(tmp_path):
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     path.write_text("".join(json.dumps({**r, "copy_ms": (1.3 if r["problem_id"] == 3 else 1.1) * r["floor_ms"]})
                             + "\n" for r in rows))
-    view = report.device_time_view(run).set_index("problem_id")
+    view = dlrm_device.device_time_view(run).set_index("problem_id")
     assert view.loc[3, "copy_over_floor"] == pytest.approx(1.3)
     assert view.loc[3, "device_over_copy"] == pytest.approx(1.1 * 1.10 / 1.3)
-    note = [n for n in report.device_notes(view.reset_index(), machine) if n.startswith("a copy of the compulsory")]
+    notes = dlrm_device.device_notes(view.reset_index(), machine)
+    note = [n for n in notes if n.startswith("a copy of the compulsory")]
     assert note == [f"a copy of the compulsory bytes at each memory-bound problem's size (device time) takes "
                     f"1.10-1.30x the floor; above 1.25x on 1: 3 (1.30x); ours / copy: 1 "
                     f"{view.loc[1, 'device_over_copy']:.2f}x, 3 0.93x"]
@@ -379,23 +383,23 @@ def test_device_time_view_sources_and_target(tmp_path):
         return rewrite
 
     _rewrite_records(run, with_flush(None))
-    view = report.device_time_view(run).set_index("problem_id")
+    view = dlrm_device.device_time_view(run).set_index("problem_id")
     assert view.loc[3, "device_flush"] == "write" and pd.isna(view.loc[1, "device_flush"])  # 1: profiled only
     _rewrite_records(run, lambda rows: [{**r, "metadata": {**r["metadata"], "device_time": {
         **r["metadata"]["device_time"], "flush": None}}} if r["problem_id"] == 3 else r for r in rows])
-    assert pd.isna(report.device_time_view(run).set_index("problem_id").loc[3, "device_flush"])  # warm: no flush
-    notes = report.device_notes(view.reset_index(), machine)
-    assert report.DEVICE_FLUSHES["write"] in notes
+    assert pd.isna(dlrm_device.device_time_view(run).set_index("problem_id").loc[3, "device_flush"])  # warm: no flush
+    notes = dlrm_device.device_notes(view.reset_index(), machine)
+    assert dlrm_device.DEVICE_FLUSHES["write"] in notes
     _rewrite_records(run, with_flush("read"))
-    view = report.device_time_view(run).set_index("problem_id")
+    view = dlrm_device.device_time_view(run).set_index("problem_id")
     assert view.loc[3, "device_flush"] == "read"
-    notes = report.device_notes(view.reset_index(), machine)
-    assert report.DEVICE_FLUSHES["read"] in notes and notes[-1] == "the copies' L2 flush (write) differs from the " \
-        "kernels' (read)"
+    notes = dlrm_device.device_notes(view.reset_index(), machine)
+    assert dlrm_device.DEVICE_FLUSHES["read"] in notes
+    assert notes[-1] == "the copies' L2 flush (write) differs from the kernels' (read)"
     path.write_text("".join(json.dumps({**r, "copy_ms": r["floor_ms"], "copy_flush": "read"}) + "\n" for r in rows))
-    view = report.device_time_view(run).set_index("problem_id")
+    view = dlrm_device.device_time_view(run).set_index("problem_id")
     assert set(view["copy_flush"]) == {"read"}
-    assert report.device_notes(view.reset_index(), machine)[-1] == report.DEVICE_FLUSHES["read"]
+    assert dlrm_device.device_notes(view.reset_index(), machine)[-1] == dlrm_device.DEVICE_FLUSHES["read"]
     assert view["sector_over_bytes"].isna().all()  # floors older than sector counts (commit a4d968a) have none
     assert view["dram_copy_ms"].equals(view["copy_ms"]) and not view["target_below_copy"].any()
 
@@ -405,14 +409,14 @@ def test_device_time_view_sources_and_target(tmp_path):
                                         "sector_bytes": r["bytes"] * (1.2 if r["problem_id"] == 3 else 1.0),
                                         **({"sector_copy_ms": 1.4 * r["floor_ms"]} if r["problem_id"] == 3 else {})})
                             + "\n" for r in rows))
-    view = report.device_time_view(run).set_index("problem_id")
+    view = dlrm_device.device_time_view(run).set_index("problem_id")
     assert view.loc[3, "sector_over_bytes"] == pytest.approx(1.2) and view.loc[1, "sector_over_bytes"] == 1.0
     assert view.loc[3, "dram_copy_over_floor"] == pytest.approx(1.4)
     assert view.loc[1, "dram_copy_ms"] == view.loc[1, "copy_ms"]
     memory = view["bound"] == "memory"
     assert view.loc[memory, "target_below_copy"].tolist() == [p == 3 for p in view.index[memory]]
     assert view.loc[~memory, "target_below_copy"].isna().all()  # the target is stated for memory-bound problems
-    notes = report.device_notes(view.reset_index(), machine)
+    notes = dlrm_device.device_notes(view.reset_index(), machine)
     assert ("counted in whole 32-byte DRAM sectors, the compulsory traffic is 1.200x the floor's bytes on 3 "
             "(unaligned gathered rows); a copy of that many bytes at size takes 1.40x the floor on 3") in notes
     assert ("the 1.25x target is below a plain copy of what the DRAM must move, at the problem's size, on 1: 3 "
@@ -442,11 +446,11 @@ def test_variant_interval_and_summary(tmp_path):
     three samples); ``variant_notes`` opens with one summary per model configuration that covers several problems."""
     run = _run_copy(tmp_path / "a")
     _rewrite_records(run, _with_two_timed_variants)
-    v = report.variants(run).set_index("problem_id")
+    v = dlrm_variants.variants(run).set_index("problem_id")
     assert v.loc[1, "variant_over_ours"] == pytest.approx(2.0) and v.loc[2, "variant_over_ours"] == pytest.approx(0.5)
     assert 1 < v.loc[1, "variant_over_ours_ci_low"] <= 2.0 <= v.loc[1, "variant_over_ours_ci_high"]
     assert v.loc[2, "variant_over_ours_ci_low"] <= 0.5 <= v.loc[2, "variant_over_ours_ci_high"] < 1
-    notes = report.variant_notes(v.reset_index())
+    notes = dlrm_variants.variant_notes(v.reset_index())
     assert notes[0] == ("variant-y beside ours on 2 problems (same run, same eager timing): variant / ours median "
                         "time 0.50-2.00x (median 1.25x); 95 % interval of variant / ours above 1 (ours faster) on 1: "
                         "1 (2.00x); below 1 (the variant faster) on 1: 2 (0.50x); containing 1 on 0: none")
@@ -467,16 +471,16 @@ def test_variant_interval_and_summary(tmp_path):
         return out
 
     _rewrite_records(run, with_device)
-    v = report.variants(run).set_index("problem_id")
+    v = dlrm_variants.variants(run).set_index("problem_id")
     assert v.loc[2, "variant_over_ours_device"] == pytest.approx(0.5) and v.loc[1, "variant_device_ms"] != \
         v.loc[1, "variant_device_ms"]
     assert v.loc[2, "variant_over_ours_device_ci_low"] <= 0.5 <= v.loc[2, "variant_over_ours_device_ci_high"] < 1
-    notes = report.variant_notes(v.reset_index())
+    notes = dlrm_variants.variant_notes(v.reset_index())
     assert "; device time 11.0 us against ours 22.0 us, 0.50x [" in notes[2] and "device time" not in notes[1]
     # a variant whose timed outputs failed their check has no device time, and no device-time interval either
     _rewrite_records(run, lambda rows: [{**r, "timing_output_ok": False} if r["model_config"] == "variant-y"
                                         and r["problem_id"] == 2 else r for r in rows])
-    v = report.variants(run).set_index("problem_id")
+    v = dlrm_variants.variants(run).set_index("problem_id")
     assert pd.isna(v.loc[2, "variant_device_ms"]) and pd.isna(v.loc[2, "variant_over_ours_device_ci_low"])
 
     plain = _run_copy(tmp_path / "b")  # three samples per record: too few for an interval
@@ -484,11 +488,11 @@ def test_variant_interval_and_summary(tmp_path):
                                           if r["model_config"] == "kbstudy-triton" or r["problem_id"] == 1]
                      + [{**r, "model_config": "variant-z", "candidate_sha256": "z" * 64}
                         for r in rows if r["problem_id"] in (3, 4)])
-    z = report.variants(plain)
+    z = dlrm_variants.variants(plain)
     z = z[z["model_config"] == "variant-z"]
     assert len(z) == 2 and z["variant_over_ours_ci_low"].isna().all()
     assert any(n.startswith("variant-z beside ours on 2 problems")
-               and n.endswith("; no interval (too few samples) on 2") for n in report.variant_notes(z))
+               and n.endswith("; no interval (too few samples) on 2") for n in dlrm_variants.variant_notes(z))
 
 
 @needs_s7
@@ -497,14 +501,14 @@ def test_variants_on_the_s7_records():
     ``speedup_interval(jit samples, lean samples)``, and the summary sorts the problems by it."""
     from kbstudy.harness.timing import speedup_interval
 
-    v = report.variants(S7_RECORDS).set_index("problem_id")
+    v = dlrm_variants.variants(S7_RECORDS).set_index("problem_id")
     assert len(v) == 12 and set(v["model_config"]) == {"kbstudy-triton-jit"} and v["correct"].all()
     lean, jit = _raw_records(S7_RECORDS), _raw_records(S7_RECORDS, "kbstudy-triton-jit")
     for pid in range(1, 13):
         low, high = speedup_interval(jit[pid]["candidate_ms_samples"], lean[pid]["candidate_ms_samples"])
         assert (v.loc[pid, "variant_over_ours_ci_low"], v.loc[pid, "variant_over_ours_ci_high"]) == (low, high)
         assert jit[pid]["candidate_sha256"] != lean[pid]["candidate_sha256"]
-    summary = report.variant_notes(v.reset_index())[0]
+    summary = dlrm_variants.variant_notes(v.reset_index())[0]
     assert summary.startswith("kbstudy-triton-jit beside ours on 12 problems (same run, same eager timing): variant / "
                               "ours median time 0.95-1.77x (median 1.05x); 95 % interval of variant / ours above 1 "
                               "(ours faster) on 10: 1 (1.04x), 2 (1.06x), 4 (1.01x), 6 (1.06x), 7 (1.77x), ")

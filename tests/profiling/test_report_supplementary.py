@@ -20,6 +20,7 @@ from kbstudy.records.store import iter_jsonl
 
 from committed import RECORDS, committed_records
 
+REPO = RECORDS.parents[1]
 H200, CALL3 = RECORDS / "profiles" / "h200" / "eager", RECORDS / "profiles" / "h200" / "eager-kernel-tables"
 CPU = RECORDS / "profiles" / "cpu" / "study"
 FILLED = ["llama_infer@8b", "vit_b16_infer@b16"]
@@ -33,7 +34,7 @@ def _h200_profile_records_committed():
 
 @pytest.fixture(scope="module")
 def loaded():
-    return report.load_profile_records(H200, supplementary=[CALL3])
+    return report.load_profile_records(H200, supplementary=[CALL3], root=REPO)
 
 
 def _logged(folder: Path) -> dict[str, dict]:
@@ -44,7 +45,7 @@ def _logged(folder: Path) -> dict[str, dict]:
 
 
 def test_without_supplementary_the_two_runs_are_skipped():
-    kernels, workloads = report.load_profile_records(H200)
+    kernels, workloads = report.load_profile_records(H200, root=REPO)
     coverage = report.coverage_table(kernels, workloads)
     assert (coverage.loc[coverage["role"] == "seven", "status"] == "ok").all()
     assert report.missing_runs(coverage) == FILLED
@@ -113,7 +114,7 @@ def test_parameter_counts_from_the_meta_device_equal_the_recorded_ones(loaded):
 
 
 def test_two_calls_agree_where_both_profiled(loaded):
-    agreement = report.folder_agreement(H200, [CALL3])
+    agreement = report.folder_agreement(H200, [CALL3], root=REPO)
     assert len(agreement) == 10 and set(agreement["folder"]) == {"outputs/records/profiles/h200/eager-kernel-tables"}
     assert agreement["abs_diff_f"].max() < 0.01
     # cuDNN picks convolution algorithms per call (some 1x1 convolutions run as cuBLASLt nvjet GEMMs): the
@@ -140,6 +141,6 @@ def test_sweep_and_notes_cover_three_sizes_per_transformer(loaded):
 
 def test_supplementary_folder_of_another_machine_is_refused():
     with pytest.raises(ValueError, match="differs"):
-        report.load_profile_records(H200, supplementary=[CPU])
+        report.load_profile_records(H200, supplementary=[CPU], root=REPO)
     with pytest.raises(FileNotFoundError):
-        report.load_profile_records(H200, supplementary=[RECORDS / "dlrm_bench" / "h200" / "final"])
+        report.load_profile_records(H200, supplementary=[RECORDS / "dlrm_bench" / "h200" / "final"], root=REPO)

@@ -18,7 +18,7 @@ Three steps, three kinds of files in ``DIR``:
    ``--candidates PATH`` (repeatable) adds other candidates to the same batches (a folder of
    ``level_5_problem_<id>_sample_<n>_kernel.py`` files, model configuration = the folder's name, or a JSONL), e.g.
    variants of one of our kernels measured beside it on the same machine state and eager timing
-   (:func:`kbstudy.analysis.dlrm.variants` lists them); a file identical to ours is measured once and recorded
+   (:func:`kbstudy.analysis.dlrm_variants.variants` lists them); a file identical to ours is measured once and recorded
    for both configurations.
 3. ``floors.jsonl`` -- one row per problem: ``problem_id``, ``problem_name``, ``problem_sha256`` (the same hash as the
    evaluation records: the unscaled source), ``size_scale``, ``precision``, compulsory ``bytes`` and ``flops``,
