@@ -35,7 +35,7 @@ difference between the runs says anything about it.
 
 Variants (:func:`variants`): records of other model configurations in the same folder (``gpu_run --candidates``, e.g.
 another version of one of our kernels), each beside our kernel of the same problem in the same run, with the
-bootstrap interval of variant / ours (:func:`kbstudy.harness.timing.speedup_interval` of the two records' timing samples).
+bootstrap interval of variant / ours (:func:`kbstudy.harness.timing_stats.speedup_interval` of the two records' timing samples).
 They never enter :func:`load_run`'s table (it keeps :data:`~kbstudy.suites.dlrm_bench.MODEL_CONFIG` only).
 
 Device-time view (:func:`device_time_view`, :func:`device_notes`; the view the 1.25x target is judged by, beside the
@@ -61,7 +61,7 @@ import pandas as pd
 from kbstudy.suites.dlrm_bench import MODEL_CONFIG, PAPER_MEDIAN_SPEEDUP, PAPER_WIN_RATE, PROBLEMS_DIR, problem_precision
 from kbstudy.suites.dlrm_bench.roofline import LAUNCH_BOUND_FACTOR, launch_bound, launch_latency_ms
 from kbstudy.records.store import RecordStore
-from kbstudy.harness.timing import speedup_interval
+from kbstudy.harness.timing_stats import speedup_interval
 
 #: The memory-bound target of DLRM-Bench: our kernel within this factor of the floor.
 FLOOR_TARGET = 1.25
@@ -689,7 +689,7 @@ def variants(folder: str | Path) -> pd.DataFrame:
     interquartile ranges, ``variant_over_ours`` (above 1: the variant is slower), ``iqr_disjoint`` (the two
     interquartile ranges do not overlap), each one's speedup over eager with its interval, each one's ratio to the
     floor, and ``variant_over_ours_ci_low``/``_high``: the 95 % bootstrap interval of median(variant) / median(ours)
-    from the two records' per-call samples (:func:`kbstudy.harness.timing.speedup_interval` with the variant as the baseline;
+    from the two records' per-call samples (:func:`kbstudy.harness.timing_stats.speedup_interval` with the variant as the baseline;
     an interval above 1 means ours is faster, below 1 the variant; NaN where a record has too few samples). Both
     records come from the same run against the same eager timing, so no band between runs applies. The same by device
     time (``kbstudy.harness.timing.time_device``): ``variant_device_ms``, ``ours_device_ms`` (medians, ms),
