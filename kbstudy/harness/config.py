@@ -79,12 +79,17 @@ class EvalConfig:
                 + (";skip_float32_only" if self.skip_float32_only else ""))  # keys made without it stay valid
 
 
+class NoGPUError(RuntimeError):
+    """A CUDA device was asked for on a machine where torch sees no GPU."""
+
+
 def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; ``cuda`` without a GPU raises ``RuntimeError``."""
+    """``auto`` -> ``cuda`` when a GPU is visible, else ``cpu``; ``cuda[:i]`` without a GPU raises
+    :class:`NoGPUError`; any other device is returned as given."""
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise RuntimeError("device 'cuda' requested, but no GPU is visible to torch")
+        raise NoGPUError(f"device {device!r} requested, but torch sees no GPU")
     return device
 
 

@@ -151,7 +151,8 @@ def main(argv=None) -> int:
 
     from kbstudy.harness.candidates import load_candidates
     from kbstudy.suites.dlrm_bench import DLRM_LEVEL, load_dlrm_candidates, load_dlrm_problems, problem_precision
-    from kbstudy.harness.orchestrator import EvalConfig, evaluate_batch, resolve_device
+    from kbstudy.harness.config import EvalConfig, resolve_device
+    from kbstudy.harness.orchestrator import evaluate_batch
     from kbstudy.records.store import RecordStore
 
     device = resolve_device(args.device)
