@@ -41,12 +41,12 @@ def extensions_lock(root: str | os.PathLike | None = None) -> Iterator[list[Path
     ``torch.utils.file_baton.FileBaton``); a process that finds one polls until it disappears, with no timeout. A
     build killed mid-way (a batch stopped at its deadline, a device call that ended) leaves it behind, and every
     later load of that candidate then waits out kbstudy's load timeout (900 s by default) and fails. On the H200, one
-    left by a phase stopped at the end of a device call stalled the same phase in the next two calls (session 8).
+    left by a batch stopped mid-build stalled the same batch in its next two runs.
 
-    Every kbstudy process that loads a candidate (the build process, ``kbstudy.harness.child.build``, and the candidate process) does so
-    inside this lock, an ``fcntl.flock`` that the kernel releases when its holder dies, and ``root`` is the
-    candidate's own folder (``kbstudy.harness.orchestrator`` sets ``TORCH_EXTENSIONS_DIR`` per source SHA-256). So a build lock
-    found while holding it belongs to no live build, and is removed. Loads of the same candidate by two processes
+    Every kbstudy process that loads a candidate (the build process, ``kbstudy.harness.child.build``, and the
+    candidate process) does so inside this lock, an ``fcntl.flock`` that the kernel releases when its holder dies,
+    and ``root`` is the candidate's own folder (``kbstudy.harness.pool.child_env`` sets ``TORCH_EXTENSIONS_DIR`` per
+    source SHA-256). So a build lock found while holding it belongs to no live build, and is removed. Loads of the same candidate by two processes
     (two batches sharing a build cache) take turns; other candidates are not held up.
 
     Args:
