@@ -191,6 +191,7 @@ def write_candidates_jsonl(candidates: Iterable[Candidate], path: str | Path) ->
 #: (``_returns_sequence``), separate so that the single-output sources keep their bytes and record keys.
 NULL_SOURCES = Path(__file__).parent / "null_candidates"
 
+
 def _returns_sequence(source: str) -> bool:
     """Does the ``forward`` of the source's ``Model`` class return a literal tuple or list (``return a, b``)? Static
     (``ast``); a source that does not parse, or returns a sequence through a name, counts as a single output."""

@@ -14,6 +14,7 @@ import types
 from pathlib import Path
 from typing import Iterator
 
+
 def load_module(source: str, name: str, filename: str) -> types.ModuleType:
     """Execute ``source`` as a fresh module registered as ``sys.modules[name]`` (so dataclasses, pickling and
     ``inspect`` work), with ``filename`` in its tracebacks. Raises whatever executing the source raises."""

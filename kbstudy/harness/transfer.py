@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+
 def use_shared_file_system() -> None:
     """Share CPU tensors through named shared-memory files, so their pickled form can be forwarded by a third process
     (the orchestrator) without being opened. CUDA tensors travel as CUDA IPC handles either way."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kbstudy.records.schema import _finite_or_none
 
+
 def _json_scalar(value):
     """``value`` if JSON has it (bool, int, float, str, None), else its ``str``."""
     return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
