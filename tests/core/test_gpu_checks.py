@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from kbstudy.harness.candidates import make_candidate
-from kbstudy.harness.orchestrator import EvalConfig, evaluate_batch
+from kbstudy.harness.config import EvalConfig
+from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.records.store import RecordStore
 from kbstudy.harness.timing import DEVICE_TIME_CHECKED_CALLS
 

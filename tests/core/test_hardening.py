@@ -22,7 +22,8 @@ from kbstudy.harness import timing
 from kbstudy.verdict import trials as variants
 
 from kbstudy.verdict import checks as verify
-from kbstudy.harness.orchestrator import EvalConfig, evaluate_batch
+from kbstudy.harness.config import EvalConfig
+from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.kernel_share import custom_kernel_share, kernel_origin
 from kbstudy.harness.problems import scale_source
 from kbstudy.records.store import RecordStore

@@ -13,7 +13,8 @@ from kbstudy.harness.candidates import make_candidate
 from kbstudy.suites.dlrm_bench import (DLRM_LEVEL, MODEL_CONFIG, load_dlrm_candidates, load_dlrm_problems,
                                 problem_precision)
 from kbstudy.suites.dlrm_bench.gpu_run import CPU_TIMING, PRECISIONS
-from kbstudy.harness.orchestrator import EvalConfig, evaluate_batch
+from kbstudy.harness.config import EvalConfig
+from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.records.store import RecordStore
 
 SCALE = 1 / 512
