@@ -128,7 +128,7 @@ class EvaluationRecord:
     # speedups (ratio of medians; > 1 means the candidate is faster)
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
-    # 95% percentile-bootstrap intervals of the speedups and their significance (kbstudy.harness.timing.speedup_interval)
+    # 95% percentile-bootstrap intervals of the speedups and their significance (kbstudy.harness.timing_stats.speedup_interval)
     speedup_vs_eager_ci_low: float | None = None
     speedup_vs_eager_ci_high: float | None = None
     speedup_significant: bool | None = None
