@@ -37,9 +37,9 @@ COLUMNS = ("kind", "label", "bytes", "state", "median_us", "q1_us", "q3_us", "re
 
 
 def quartile_row(samples_us: list[float]) -> tuple[float, float, float]:
-    """``(median, q1, q3)`` of per-call times (us; inclusive quartiles, as ``kbstudy.harness.timing.summarize``). Raises
+    """``(median, q1, q3)`` of per-call times (us; inclusive quartiles, as ``kbstudy.harness.timing_stats.summarize``). Raises
     ``ValueError`` on an empty list."""
-    from kbstudy.harness.timing import summarize
+    from kbstudy.harness.timing_stats import summarize
 
     stats = summarize(samples_us)
     return stats.median, stats.q1, stats.q3

@@ -28,7 +28,8 @@ def main() -> None:
     args = parser.parse_args()
 
     from kbstudy.harness.candidates import null_candidates
-    from kbstudy.harness.orchestrator import EvalConfig, evaluate_batch, hardware_label
+    from kbstudy.harness.config import EvalConfig, hardware_label
+    from kbstudy.harness.orchestrator import evaluate_batch
     from kbstudy.harness.problems import load_problems
     from kbstudy.records.store import RecordStore
 

@@ -386,7 +386,7 @@ def measure(table: torch.Tensor, r: int, patterns: dict, *, out: torch.Tensor, s
     (default ``kbstudy.harness.timing.time_device``: a ``DeviceTiming``, ms) times it. Returns one :data:`COLUMNS` tuple per
     pattern and prints a line each through ``log``."""
     from kbstudy.suites.dlrm_bench.roofline import SECTOR_BYTES, expected_sectors, expected_unique
-    from kbstudy.harness.timing import summarize
+    from kbstudy.harness.timing_stats import summarize
 
     if timer is None:
         from kbstudy.harness.timing import time_device

@@ -108,7 +108,7 @@ if [ -z "${SKIP_FLAG+set}" ]; then
   # (in a dry run too, so that it prints the commands a real call runs)
   # (the option's name, not `kbstudy eval --help`: rich cuts long option names to the terminal's width, 80 columns
   # without a terminal, and the grep of the help text never matched)
-  if python3 -c "import sys, dataclasses; from kbstudy.harness.orchestrator import EvalConfig
+  if python3 -c "import sys, dataclasses; from kbstudy.harness.config import EvalConfig
 sys.exit(0 if 'skip_float32_only' in {f.name for f in dataclasses.fields(EvalConfig)} else 1)" 2>/dev/null; then
     SKIP_FLAG=--skip-float32-only
   fi

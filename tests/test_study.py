@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from kbstudy.harness.config import NoGPUError, resolve_device
 from kbstudy.pipeline import study as study_mod
 from kbstudy.records.store import RecordStore
 
@@ -63,9 +64,21 @@ def test_gpu_run_without_gpu_is_an_error(monkeypatch):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(study_mod.StudyError, match="no GPU"):
-        study_mod.resolve_device("cuda")
-    assert study_mod.resolve_device("auto") == "cpu"
+    with pytest.raises(NoGPUError, match="no GPU"):
+        resolve_device("cuda")
+    assert resolve_device("auto") == "cpu"
+
+
+def test_a_study_run_on_cuda_without_gpu_is_a_study_error(tmp_path, monkeypatch):
+    # the one device resolution (kbstudy.harness.config.resolve_device), its error told in the study's terms
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    study = study_mod.load_study(_write(tmp_path / "s.yaml", {"name": "x", "runs": [
+        {"run": "r", "problems": "p.jsonl", "candidates": ["null:zeros"], "records": "o", "device": "cuda"}]}),
+        root=tmp_path)
+    with pytest.raises(study_mod.StudyError, match="no GPU.*--only-notebooks"):
+        study_mod.run_evaluations(study)
 
 
 @pytest.mark.parametrize("data, message", [

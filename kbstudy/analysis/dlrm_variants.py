@@ -12,7 +12,7 @@ import pandas as pd
 
 from kbstudy.analysis.dlrm import _floor_of, _problem_label, _ratio, latest_records, load_floors
 from kbstudy.analysis.dlrm_device import _cold_device_ms
-from kbstudy.harness.timing import speedup_interval
+from kbstudy.harness.timing_stats import speedup_interval
 from kbstudy.suites.dlrm_bench import MODEL_CONFIG
 
 #: The columns of :func:`variants`, in order.

@@ -1,8 +1,7 @@
 """Ordered rule tables that sort GPU kernel names, and ATen operator names, into categories.
 
 Kernel names come from Kineto (``torch.profiler``) device events, demangled or mangled; every rule is a regular
-expression searched (``re.search``) in the name, and **the first matching rule wins**. Order matters (see
-``../shared/research/workloads-anchors.md`` (beside the repository)):
+expression searched (``re.search``) in the name, and **the first matching rule wins**. Order matters:
 
 1. memcpy/memset and communication first (Kineto names ``Memcpy HtoD (...)``, ``Memset (Device)``, ``ncclKernel_*``);
 2. Triton/Inductor-generated kernels (``triton_{poi,red,per,tem,for}_fused_*``) before any semantic rule, since their

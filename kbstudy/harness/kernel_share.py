@@ -2,9 +2,8 @@
 
 A KernelBench candidate is meant to replace PyTorch's computation with its own kernels, but nothing in KernelBench's
 verdict sees whether it did: a ``ModelNew`` that calls ``torch.matmul`` (cuBLAS), wraps a dead ``__global__`` around
-``nn.Linear``, or hands its work to ``torch.compile`` passes like a hand-written kernel (``harness-anchors.md``
-section 2, row 4). kbstudy profiles one call of every verified candidate on the GPU (``torch.profiler``, one warm-up
-and one traced call: ``kbstudy.profiling.capture.profile_steps``) and sorts each device activity by its name:
+``nn.Linear``, or hands its work to ``torch.compile`` passes like a hand-written kernel. kbstudy profiles one call of every verified candidate on the GPU (``torch.profiler``, one warm-up
+and one traced call: ``kbstudy.harness.kernel_profile.profile_steps``) and sorts each device activity by its name:
 
 * ``vendor``: cuBLAS / cuBLASLt (``nvjet_*``, ``*_xmma_gemm_*``, ``ampere_sgemm_*``, gemv/gemmSN/splitK helpers and
   anything naming a cuBLAS type), cuDNN (``cudnn``, ``xmma``, ``implicit_convolve``, cask/winograd/layout helpers),

@@ -1,4 +1,5 @@
-"""Timing: CUDA events with the L2 cache cleared between calls on a GPU, a monotonic clock on a CPU, and statistics.
+"""Timing: CUDA events with the L2 cache cleared between calls on a GPU, a monotonic clock on a CPU (statistics and
+the decisions drawn from the samples: ``kbstudy.harness.timing_stats``).
 
 GPU method (after KernelBench ``src/kernelbench/timing.py`` ``time_execution_with_cuda_event``, with its known gaps
 closed): warm-up calls until ``warmup_ms`` of work (at least ``min_warmup`` calls); then each timed call is preceded by
@@ -13,12 +14,7 @@ losing its timing (a slow *first* call, such as a compilation, changes nothing).
 CPU method: the same loop with ``time.perf_counter_ns`` around the call; no cache clearing (records say so through
 ``timing_method = "cpu_perf_counter"``).
 
-Statistics: median with its distribution-free 95% confidence interval (order statistics of the binomial(n, 1/2)
-distribution, e.g. Conover, *Practical Nonparametric Statistics*, 3rd ed., §3.2), first and third quartiles, mean,
-standard deviation, min and max, all in milliseconds.
-
-**Fresh inputs for every timed call** (:func:`time_pool`; anti-caching, ``harness-anchors.md`` section 2, rows 5 and
-13). KernelBench times every call on one input set and never looks at the timed outputs, so a candidate that caches
+**Fresh inputs for every timed call** (:func:`time_pool`, anti-caching). KernelBench times every call on one input set and never looks at the timed outputs, so a candidate that caches
 its answer (keyed on ``data_ptr``, ``id``, the shape or a call counter) is timed at the cost of a dictionary lookup.
 Here the caller supplies a *pool* of distinct input sets (different seeds, see :func:`pool_size` for its memory cap);
 before every call -- warm-up and timed alike, so the timed phase cannot be told from the warm-up -- the next set's
@@ -30,9 +26,9 @@ that entry's inputs. The same pool and the same loop time the reference baseline
 sides pay the same per-call preparation (none of it timed). What this cannot catch: a cache keyed on the input
 *values* (a hash of all inputs costs a full read of them, which a timed call then pays) or on a sample of them.
 
-**Host-synchronised cross-check** (GPU only; :func:`timing_discrepancy`). CUDA events recorded on the current stream
-do not see work a candidate leaves running on another stream when the call returns (``harness-anchors.md`` row 6:
-KernelBench's ``non_default_stream_kernel``, helion PR #2994). After the event-timed calls, ``HOST_BLOCKS`` blocks of
+**Host-synchronised cross-check** (GPU only; ``timing_stats.timing_discrepancy``). CUDA events recorded on the current stream
+do not see work a candidate leaves running on another stream when the call returns (KernelBench's
+``non_default_stream_kernel``, helion PR #2994). After the event-timed calls, ``HOST_BLOCKS`` blocks of
 back-to-back calls on the last input set are timed with ``time.perf_counter`` between two
 ``torch.cuda.synchronize()`` (which waits for every stream); the per-call time of the fastest block is compared with
 the event median.
@@ -69,18 +65,9 @@ H200 (L2 60 MB) the write-flush added 2.5-8.4 us to the device time of ten of ou
 us to the compute-bound 10 and 11, nothing to kernel 5, whose host wait hides it) and 2.4-4.4 us to copies of the ten
 memory-bound problems' compulsory bytes (31-2059 MB), against the reading flush (``outputs/records/dlrm_bench/h200/flush-states``,
 ``scripts/bench_l2_flush.py``). The per-call timing keeps the write-flush: it is KernelBench's, a speedup compares two
-times that both pay it, and the study's records are comparable across sessions. The device time, which a floor bounds,
-uses the reading flush (:data:`DEVICE_FLUSH_MODE`); records say which (``metadata.device_time.flush``; records before
-session 15 lack the key and used the write-flush).
-
-**Significance of a speedup** (:func:`speedup_interval`): a two-sample percentile bootstrap of the ratio of medians
-(Efron & Tibshirani, *An Introduction to the Bootstrap*, 1993, ch. 13 (percentile intervals) and ch. 8 (two-sample
-problems)): each sample set is resampled with replacement, independently, ``SPEEDUP_BOOTSTRAP_RESAMPLES`` times;
-the 95% interval of baseline median / candidate median is the 2.5th to 97.5th percentile of the resampled ratios.
-A speedup is *statistically distinguishable from 1* when that interval excludes 1. numpy only (the GPU image has no
-scipy); the generator is seeded, so a record's interval is reproducible from its samples. The interval covers the
-sampling noise within the two timing runs, not drift between them (they run at different times, in different
-processes).
+times that both pay it, and the study's records stay comparable with one another. The device time, which a floor bounds,
+uses the reading flush (:data:`DEVICE_FLUSH_MODE`); records say which (``metadata.device_time.flush``; records made
+before the key existed lack it and used the write-flush).
 """
 
 from __future__ import annotations
@@ -90,6 +77,9 @@ import math
 import statistics
 import time
 from typing import Callable
+
+from kbstudy.harness.tensors import flatten_outputs, set_seed
+from kbstudy.harness.timing_stats import SPEEDUP_MIN_SAMPLES
 
 #: KernelBench's L2 flush size (``clear_l2_cache`` fills a 256 MiB int64 tensor); we use max(this, 2 x L2 size).
 MIN_FLUSH_BYTES = 256 * 1024 * 1024
@@ -108,17 +98,6 @@ CHECK_OUTPUT_BYTES = 2 << 30
 #: Host-synchronised cross-check (GPU): blocks of back-to-back calls, each ``HOST_BLOCK_CALLS`` long at most.
 HOST_BLOCKS = 3
 HOST_BLOCK_CALLS = 10
-#: ``timing_discrepancy`` threshold: host per-call time > RATIO x event median + ABS_MS. Why these values: for an
-#: honest call the host time of a block can only be *lower* than the event median (calls pipeline, nothing flushes
-#: L2 between them, and everything the call does on the host already lies inside its event window, since the GPU
-#: waits for it), so its ratio sits at or below ~1.1 (clock and thermal jitter). ``ABS_MS`` = 20 us covers what the
-#: host time has and the events lack: the one synchronisation per block (~10 us, amortised over the block) and the
-#: Python loop and ``perf_counter`` calls, which matter only when the event median is a few microseconds. Work left on
-#: another stream is paid in the host time alone, so the ratio is (visible + hidden) / visible: the check flags hidden
-#: work of more than half the measured time (a speedup inflated by more than 1.5x), and any hidden work above 20 us
-#: when the visible part is nearly nothing.
-DISCREPANCY_RATIO = 1.5
-DISCREPANCY_ABS_MS = 0.02
 
 #: Device time (:func:`time_device`): timed calls (fewer for a slow call: as many as fit ``DEVICE_TIME_BUDGET_MS``
 #: of work, at least ``DEVICE_TIME_MIN_REPS``) and the spin before each, in us. 2 ms outlasts every forward's host
@@ -137,12 +116,6 @@ DEVICE_TIME_CHECKED_CALLS = 3
 DEVICE_FLUSH_MODE = "read"
 FLUSH_MODES = ("write", "read")
 
-#: Significance of a speedup (:func:`speedup_interval`): confidence, resamples, generator seed, and the fewest timed
-#: calls per side for the test to be made (below it the percentile interval of a median is meaningless).
-SPEEDUP_CONFIDENCE = 0.95
-SPEEDUP_BOOTSTRAP_RESAMPLES = 2000
-SPEEDUP_BOOTSTRAP_SEED = 0
-SPEEDUP_MIN_SAMPLES = 5
 
 #: A call slower than this (ms) is timed with fewer calls: two warm-up calls (a candidate has already run in every
 #: correctness trial; the first call of a ``torch.compile`` baseline compiles, so only a slow *second* call counts),
@@ -150,75 +123,9 @@ SPEEDUP_MIN_SAMPLES = 5
 #: slowest eager baseline of KernelBench level 1 on the H200 (66_conv_standard_3D v0, 41 ms;
 #: outputs/records/kernelbench/h200/leaderboard), so such a call is no speedup candidate; at 10 timed calls, 3 warm-up
 #: calls and 9 host-check calls, a 4 s candidate (current 91_cumsum_reverse, claude-3.5-sonnet) ran past the 60 s
-#: stage timeout and lost its timing (session 9). ``SLOW_CALL_REPS`` keeps the speedup test possible.
+#: stage timeout and lost its timing. ``SLOW_CALL_REPS`` keeps the speedup test possible.
 SLOW_CALL_MS = 1000.0
 SLOW_CALL_REPS = SPEEDUP_MIN_SAMPLES
-
-
-@dataclasses.dataclass(frozen=True)
-class TimingStats:
-    """Summary of timed calls, in milliseconds; ``n`` is the number of timed calls."""
-
-    median: float
-    q1: float
-    q3: float
-    mean: float
-    std: float
-    min: float
-    max: float
-    ci_low: float
-    ci_high: float
-    n: int
-
-    @property
-    def iqr(self) -> float:
-        return self.q3 - self.q1
-
-    def as_fields(self, prefix: str) -> dict[str, float | int]:
-        """The stats as record fields ``{prefix}_ms_median`` ... and ``{prefix}_timing_trials``."""
-        fields = {f"{prefix}_ms_{k}": getattr(self, k) for k in
-                  ("median", "q1", "q3", "mean", "std", "min", "max", "ci_low", "ci_high")}
-        fields[f"{prefix}_timing_trials"] = self.n
-        return fields
-
-
-def median_ci_indices(n: int, confidence: float = 0.95) -> tuple[int, int]:
-    """0-based order-statistic indices (lo, hi) bracketing the median with at least ``confidence`` coverage.
-
-    Uses the binomial(n, 1/2) distribution of the number of samples below the median. For n < 6 no pair reaches 95%;
-    the full range (0, n-1) is returned. Raises ``ValueError`` for n < 1.
-    """
-    if n < 1:
-        raise ValueError("need at least one sample")
-    alpha = 1 - confidence
-    # largest k with P(Binom(n, .5) <= k-1) <= alpha/2; the interval is [x_(k), x_(n-k+1)] (1-based)
-    cdf = 0.0
-    k = 0
-    for j in range(n + 1):
-        p = math.comb(n, j) / 2**n
-        if cdf + p > alpha / 2:
-            break
-        cdf += p
-        k = j + 1
-    if k == 0:
-        return 0, n - 1
-    return k - 1, n - k
-
-
-def summarize(samples_ms: list[float]) -> TimingStats:
-    """Statistics of timed calls (ms). Raises ``ValueError`` on an empty list."""
-    if not samples_ms:
-        raise ValueError("no timing samples")
-    xs = sorted(float(x) for x in samples_ms)
-    n = len(xs)
-    if n >= 2:
-        q1, _, q3 = statistics.quantiles(xs, n=4, method="inclusive")
-    else:
-        q1 = q3 = xs[0]
-    lo, hi = median_ci_indices(n)
-    return TimingStats(median=statistics.median(xs), q1=q1, q3=q3, mean=statistics.fmean(xs),
-                       std=statistics.stdev(xs) if n >= 2 else 0.0, min=xs[0], max=xs[-1], ci_low=xs[lo],
-                       ci_high=xs[hi], n=n)
 
 
 def flush_buffer(device):
@@ -324,7 +231,7 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
             read (copied into the buffers), never passed to ``fn``. Tensors at one position should agree in shape and
             dtype across sets (if not, that position gets a fresh clone per call instead of a copy).
         device: as :func:`time_callable`.
-        seeds: one per pool entry: ``kbstudy.harness.execution.set_seed(seeds[e])`` before each call on entry ``e`` (outside
+        seeds: one per pool entry: ``kbstudy.harness.tensors.set_seed(seeds[e])`` before each call on entry ``e`` (outside
             the timed region), so a stochastic model's outputs are reproducible; ``None``: no seeding.
         keep_outputs: keep clones of the outputs of the first and last timed call of each entry (while their bytes
             stay under :data:`CHECK_OUTPUT_BYTES`; past it only the last calls are kept).
@@ -342,8 +249,6 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
     otherwise whatever ``fn`` raises.
     """
     import torch
-
-    from kbstudy.harness import execution
 
     if not pool:
         raise ValueError("the timing pool is empty")
@@ -365,7 +270,7 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
             else:
                 buffers[k] = src
         if seeds is not None:
-            execution.set_seed(int(seeds[entry]))
+            set_seed(int(seeds[entry]))
         return buffers
 
     keep: dict[int, tuple[int, bool]] = {}  # timed call index -> (entry, is a last call)
@@ -393,7 +298,7 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
         if j not in keep:
             return
         entry, is_last = keep[j]
-        outputs = execution.flatten_outputs(out)
+        outputs = flatten_outputs(out)
         nbytes = sum(o.numel() * o.element_size() for o in outputs if isinstance(o, torch.Tensor))
         if not is_last and kept_bytes[0] + nbytes > CHECK_OUTPUT_BYTES:
             return
@@ -425,7 +330,7 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
         def keep_drawn(j: int, out) -> None:  # after the call's end event: cloned only when drawn
             slot = pick.offer(j)
             if slot is not None:
-                pick.kept[slot] = (j, _detached_clones(execution.flatten_outputs(out)))
+                pick.kept[slot] = (j, _detached_clones(flatten_outputs(out)))
 
         result.device = time_device(lambda: fn(*buffers), device=device, clear_l2=clear_l2, warmup=0,
                                     per_call_ms=statistics.median(samples),
@@ -438,7 +343,7 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
 
 
 def _detached_clones(outputs: list) -> list:
-    """A flat output list (``kbstudy.harness.execution.flatten_outputs``) with every tensor detached and cloned, so a later
+    """A flat output list (``kbstudy.harness.tensors.flatten_outputs``) with every tensor detached and cloned, so a later
     call that reuses the candidate's buffers cannot change what is checked."""
     import torch
 
@@ -599,7 +504,7 @@ def host_block_calls(samples: list[float], slow_call_ms: float = SLOW_CALL_MS) -
     """Calls per host-check block after timed ``samples`` (ms): as many as the timed loop made per block of
     :data:`HOST_BLOCKS`, between 2 and :data:`HOST_BLOCK_CALLS`; 1 when the median call is slower than
     ``slow_call_ms``: a 4 s call takes 24 s in three blocks of two and 12 s in blocks of one, within the 60 s
-    stage that session 9's slow scans overran."""
+    stage that slow scans (91_cumsum_reverse) overran."""
     if samples and statistics.median(samples) > slow_call_ms:
         return 1
     return max(2, min(HOST_BLOCK_CALLS, len(samples) // HOST_BLOCKS))
@@ -686,64 +591,3 @@ def _loop(fn, *, device, prepare=None, plan=None, observe=None, warmup_ms, min_w
 # ------------------------------------------------------------------------------------------------ decisions
 
 
-def timing_discrepancy(event_median_ms: float | None, host_ms: float | None, *, ratio: float = DISCREPANCY_RATIO,
-                       abs_ms: float = DISCREPANCY_ABS_MS) -> bool | None:
-    """Is the event timing implausibly fast next to the host-synchronised time (work hidden on another stream)?
-
-    ``True`` iff ``host_ms > ratio * event_median_ms + abs_ms`` (both per call, ms; thresholds and their reasons at
-    :data:`DISCREPANCY_RATIO`). ``None`` when either time is missing or not finite (e.g. on a CPU, where the check
-    does not apply). Raises ``ValueError`` for a negative time.
-    """
-    if event_median_ms is None or host_ms is None:
-        return None
-    if not (math.isfinite(event_median_ms) and math.isfinite(host_ms)):
-        return None
-    if event_median_ms < 0 or host_ms < 0:
-        raise ValueError("times must be non-negative")
-    return bool(host_ms > ratio * event_median_ms + abs_ms)
-
-
-def speedup_interval(baseline_ms, candidate_ms, *, confidence: float = SPEEDUP_CONFIDENCE,
-                     resamples: int = SPEEDUP_BOOTSTRAP_RESAMPLES, seed: int = SPEEDUP_BOOTSTRAP_SEED,
-                     min_samples: int = SPEEDUP_MIN_SAMPLES) -> tuple[float, float] | None:
-    """Percentile-bootstrap interval of the speedup median(baseline) / median(candidate) (module docstring).
-
-    Args:
-        baseline_ms, candidate_ms: per-call times (ms) of the baseline and the candidate; non-finite or non-positive
-            values are dropped.
-        confidence: two-sided coverage of the interval (0.95).
-        resamples: bootstrap resamples per side.
-        seed: seed of numpy's generator (the interval is a function of the samples).
-        min_samples: fewest samples per side; fewer gives ``None``.
-    Returns ``(low, high)`` (dimensionless) or ``None`` when either side has too few samples. Raises ``ValueError``
-    for a confidence outside (0, 1) or fewer than 100 resamples.
-    """
-    import numpy as np
-
-    if not 0 < confidence < 1:
-        raise ValueError("confidence must be in (0, 1)")
-    if resamples < 100:
-        raise ValueError("need at least 100 resamples")
-    b = np.asarray([x for x in (baseline_ms or []) if x is not None], dtype=float)
-    c = np.asarray([x for x in (candidate_ms or []) if x is not None], dtype=float)
-    b = b[np.isfinite(b) & (b > 0)]
-    c = c[np.isfinite(c) & (c > 0)]
-    if len(b) < min_samples or len(c) < min_samples:
-        return None
-    rng = np.random.default_rng(seed)
-    b_med = np.median(b[rng.integers(0, len(b), size=(resamples, len(b)))], axis=1)
-    c_med = np.median(c[rng.integers(0, len(c), size=(resamples, len(c)))], axis=1)
-    alpha = 1.0 - confidence
-    low, high = np.quantile(b_med / c_med, [alpha / 2, 1 - alpha / 2])
-    return float(low), float(high)
-
-
-def speedup_significant(interval: tuple[float, float] | None, speedup: float | None = None) -> bool | None:
-    """The speedup is statistically distinguishable from 1: its interval (:func:`speedup_interval`) excludes 1, on the
-    side of the point estimate ``speedup`` if one is given. ``None`` when there is no interval."""
-    if interval is None:
-        return None
-    low, high = interval
-    if speedup is not None and math.isfinite(speedup):
-        return bool(low > 1.0) if speedup > 1.0 else bool(high < 1.0)
-    return bool(low > 1.0 or high < 1.0)

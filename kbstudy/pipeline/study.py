@@ -55,6 +55,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
+from kbstudy.harness.config import NoGPUError, resolve_device
 from kbstudy.records.provenance import REPO_ROOT
 
 STUDY_DIR = Path("params") / "study"
@@ -269,19 +270,6 @@ def _environ(**values: str | None) -> Iterator[None]:
                 os.environ[k] = v
 
 
-def resolve_device(device: str) -> str:
-    """``auto`` -> ``cuda`` if torch sees a GPU, else ``cpu``; ``cuda`` without a GPU raises :class:`StudyError`
-    (a GPU study on a CPU machine should be rendered with ``only_notebooks=True`` from committed records)."""
-    import torch
-
-    if device == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        raise StudyError(f"device {device!r} requested but torch sees no GPU; run a CPU study, or render the "
-                         "notebooks only (--only-notebooks) from records made on a GPU")
-    return device
-
-
 def run_evaluations(study: Study, *, progress: bool = True, dry_run: bool = False) -> dict[str, dict]:
     """Run each of the study's evaluation runs through :func:`kbstudy.harness.orchestrator.evaluate_batch` (missing keys only).
 
@@ -293,7 +281,11 @@ def run_evaluations(study: Study, *, progress: bool = True, dry_run: bool = Fals
 
     summaries: dict[str, dict] = {}
     for spec in study.runs:
-        device = spec.device if dry_run else resolve_device(spec.device)
+        try:
+            device = spec.device if dry_run else resolve_device(spec.device)
+        except NoGPUError as exc:
+            raise StudyError(f"{exc}; run a CPU study, or render the notebooks only (--only-notebooks) from records "
+                             "made on a GPU") from exc
         problems, candidates = load_run_inputs(spec)
         info: dict[str, Any] = {"problems": len(problems), "candidates": len(candidates), "device": device,
                                 "records": _rel(spec.records, study.root)}

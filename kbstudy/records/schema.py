@@ -14,6 +14,8 @@ import json
 import math
 from typing import Any
 
+from kbstudy.records.outcomes import OUTCOMES, Outcome  # noqa: F401 - the schema's outcome strings, named here too
+
 #: 2: extra trials (``kbstudy_variants``, ``correct_default_only``), timing pool and timed-output check, host
 #: cross-check, raw timing samples, speedup intervals and significance, custom-kernel share. Scoring applies the
 #: significance rule to records of version 2 and later only (``kbstudy.analysis.scoring``).
@@ -21,19 +23,6 @@ from typing import Any
 #: own error); ``ReferenceRecord`` gains the reference's own metrics and the ``low_spread`` / ``unjudgeable`` flags,
 #: ``EvaluationRecord`` gains ``problem_flags``. Older records load with those fields ``None`` (NaN in frames).
 SCHEMA_VERSION = 3
-
-#: Outcome categories, in the order a candidate meets them. Only ``evaluated`` carries verdicts and timings.
-OUTCOMES = (
-    "evaluated",  # built, ran on every trial; verdicts (and timings, if it was correct) recorded
-    "skipped",  # not run, with the reason (e.g. a CUDA candidate on a machine without a GPU)
-    "compile_error",  # the source did not build: syntax error, nvcc/ninja failure, missing ModelNew
-    "runtime_error",  # a Python exception while constructing or calling ModelNew
-    "cuda_error",  # a CUDA error: illegal address, launch failure, misaligned access, device-side assert
-    "out_of_memory",  # torch.OutOfMemoryError (device or host)
-    "timeout",  # exceeded the compile or run timeout (a hang); the worker was killed
-    "crashed",  # the worker died without reporting: segfault, abort, killed by a signal
-    "reference_error",  # the reference itself failed on this problem; no candidate verdict is possible
-)
 
 
 def _finite_or_none(value: Any) -> Any:
@@ -139,7 +128,7 @@ class EvaluationRecord:
     # speedups (ratio of medians; > 1 means the candidate is faster)
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
-    # 95% percentile-bootstrap intervals of the speedups and their significance (kbstudy.harness.timing.speedup_interval)
+    # 95% percentile-bootstrap intervals of the speedups and their significance (kbstudy.harness.timing_stats.speedup_interval)
     speedup_vs_eager_ci_low: float | None = None
     speedup_vs_eager_ci_high: float | None = None
     speedup_significant: bool | None = None

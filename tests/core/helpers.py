@@ -24,7 +24,7 @@ def cpu_config(**overrides):
 
     The extra trials' seeds are fixed (``1000 + i``) unless given, so a test's inputs do not change between runs; a
     real batch draws them (``kbstudy.verdict.trials.draw_seeds``)."""
-    from kbstudy.harness.orchestrator import EvalConfig
+    from kbstudy.harness.config import EvalConfig
     from kbstudy.verdict.trials import VARIANTS
 
     settings = dict(run="core-test", device="cpu", size_scale=0.0625, compile_baseline=False, progress=False,

@@ -9,7 +9,8 @@ import torch
 
 from kbstudy.verdict import checks as verify
 
-from kbstudy.harness.child import worker
+from kbstudy.harness.child import integrity
+from kbstudy.harness.assemble import note_integrity
 from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.records.store import RecordStore
 
@@ -140,20 +141,20 @@ def test_partial_writer_is_caught_under_both_sentinels(cheats):
 
 
 def test_global_state_snapshot_is_stable_and_sees_changes():
-    before = worker.global_state_snapshot()
-    assert worker.global_state_diff(before, worker.global_state_snapshot()) == []
+    before = integrity.global_state_snapshot()
+    assert integrity.global_state_diff(before, integrity.global_state_snapshot()) == []
     saved = torch.nn.functional.relu
     try:
         torch.nn.functional.relu = lambda x, inplace=False: x
-        assert worker.global_state_diff(before, worker.global_state_snapshot()) == ["torch.nn.functional.relu replaced"]
+        assert integrity.global_state_diff(before, integrity.global_state_snapshot()) == ["torch.nn.functional.relu replaced"]
     finally:
         torch.nn.functional.relu = saved
-    assert worker.global_state_diff(before, worker.global_state_snapshot()) == []
+    assert integrity.global_state_diff(before, integrity.global_state_snapshot()) == []
 
 
 def test_fill_fresh_mode_fills_fresh_allocations_only():
     x = torch.rand(8)
-    with worker.FillFreshMode(verify.FLOAT_SENTINEL):
+    with integrity.FillFreshMode(verify.FLOAT_SENTINEL):
         a = torch.empty_like(x)
         b = torch.empty(3, dtype=torch.float64)
         c = x.new_empty((2, 2))
@@ -166,59 +167,57 @@ def test_fill_fresh_mode_fills_fresh_allocations_only():
 
 def test_inputs_equal():
     x = torch.tensor([1.0, float("nan"), 3.0])
-    assert worker.inputs_equal(x, x.clone())
-    assert not worker.inputs_equal(x, x * 2)
-    assert not worker.inputs_equal(x, x.double())
-    assert worker.inputs_equal(3, 3) and not worker.inputs_equal(3, 4)
+    assert integrity.inputs_equal(x, x.clone())
+    assert not integrity.inputs_equal(x, x * 2)
+    assert not integrity.inputs_equal(x, x.double())
+    assert integrity.inputs_equal(3, 3) and not integrity.inputs_equal(3, 4)
 
 
 def test_inputs_equal_across_devices_compares_chunk_by_chunk(monkeypatch):
-    """The host-copy comparison (:func:`kbstudy.harness.child.worker._equal_across_devices`) slices both tensors; here both are on
+    """The host-copy comparison (:func:`kbstudy.harness.child.integrity._equal_across_devices`) slices both tensors; here both are on
     the CPU and a chunk is 8 float32 elements, so a change is found in the first, a middle and the last chunk."""
-    monkeypatch.setattr(worker, "COMPARE_CHUNK_BYTES", 32)
+    monkeypatch.setattr(integrity, "COMPARE_CHUNK_BYTES", 32)
     x = torch.randn(6, 7)  # 42 elements: 5 full chunks and a 2-element tail
     x[3, 3] = float("nan")
-    assert worker._equal_across_devices(x.clone(), x)
+    assert integrity._equal_across_devices(x.clone(), x)
     for flat_index in (0, 20, 41):
         y = x.clone()
         y.view(-1)[flat_index] += 1.0
-        assert not worker._equal_across_devices(y, x) and not worker._equal_across_devices(x, y)
+        assert not integrity._equal_across_devices(y, x) and not integrity._equal_across_devices(x, y)
     # a non-contiguous tensor is compared whole
     t = x.t()
-    assert worker._equal_across_devices(t.clone(), t)
+    assert integrity._equal_across_devices(t.clone(), t)
     u = t.clone()
     u[0, 5] = -99.0
-    assert not worker._equal_across_devices(u, t)
+    assert not integrity._equal_across_devices(u, t)
     ints = torch.arange(42)
-    assert worker._equal_across_devices(ints.clone(), ints) and not worker._equal_across_devices(ints + 1, ints)
+    assert integrity._equal_across_devices(ints.clone(), ints) and not integrity._equal_across_devices(ints + 1, ints)
 
 
 def test_pristine_copies_go_to_the_host_only_when_large_and_the_device_cannot_spare_them(monkeypatch):
-    monkeypatch.setattr(worker, "PRISTINE_HOST_BYTES", 1000)
-    monkeypatch.setattr(worker, "PRISTINE_DEVICE_FREE_FRACTION", 0.25)
-    assert not worker.pristine_on_host(1000, 0)  # small: always beside the input
-    assert not worker.pristine_on_host(2000, 8000)  # a quarter of free memory
-    assert worker.pristine_on_host(2001, 8000)
-    assert worker.pristine_on_host(2000, None)  # free memory unknown
+    monkeypatch.setattr(integrity, "PRISTINE_HOST_BYTES", 1000)
+    monkeypatch.setattr(integrity, "PRISTINE_DEVICE_FREE_FRACTION", 0.25)
+    assert not integrity.pristine_on_host(1000, 0)  # small: always beside the input
+    assert not integrity.pristine_on_host(2000, 8000)  # a quarter of free memory
+    assert integrity.pristine_on_host(2001, 8000)
+    assert integrity.pristine_on_host(2000, None)  # free memory unknown
 
 
 def test_pristine_copy_is_an_exact_private_copy():
     x = torch.tensor([1.0, float("nan"), 3.0])
-    copy = worker.pristine_copy(x)
-    assert copy.data_ptr() != x.data_ptr() and worker.inputs_equal(copy, x)
+    copy = integrity.pristine_copy(x)
+    assert copy.data_ptr() != x.data_ptr() and integrity.inputs_equal(copy, x)
     x[0] = 2.0
-    assert not worker.inputs_equal(copy, x)
-    assert worker.pristine_copy(7) == 7
+    assert not integrity.inputs_equal(copy, x)
+    assert integrity.pristine_copy(7) == 7
 
 
 def test_integrity_notes_say_where_pristine_copies_went():
     """The worker's per-trial report of host-held pristine copies lands in the record's metadata, per trial."""
-    from kbstudy.harness.orchestrator import _note_integrity
-
     meta: dict = {}
-    _note_integrity(meta, 0, {"inputs_mutated": [], "global_state": [], "reused_inputs": False,
+    note_integrity(meta, 0, {"inputs_mutated": [], "global_state": [], "reused_inputs": False,
                               "pristine_on_host": [0]})
-    _note_integrity(meta, 1, {"inputs_mutated": [], "global_state": [], "reused_inputs": True, "pristine_on_host": []})
-    _note_integrity(meta, 2, {"inputs_mutated": [1], "global_state": [], "reused_inputs": False,
+    note_integrity(meta, 1, {"inputs_mutated": [], "global_state": [], "reused_inputs": True, "pristine_on_host": []})
+    note_integrity(meta, 2, {"inputs_mutated": [1], "global_state": [], "reused_inputs": False,
                               "pristine_on_host": [0, 1]})
     assert meta == {"pristine_on_host": [[0, [0]], [2, [0, 1]]], "storage_reuse_trial": 1, "inputs_mutated": [[2, [1]]]}

@@ -1,4 +1,4 @@
-"""``kbstudy.harness.child.worker.autotuned_configs``: what a candidate module's Triton autotuners chose, read after its calls. A
+"""``kbstudy.harness.child.autotune.autotuned_configs``: what a candidate module's Triton autotuners chose, read after its calls. A
 real ``triton.autotune`` kernel with two configs runs under ``TRITON_INTERPRET=1`` (in a child process, so the
 interpreter setting is in place before Triton is imported) with a benchmark that ranks config ``BLOCK = 32`` first;
 a second one sits under ``triton.heuristics`` and its ``BLOCK = 16`` config fails its benchmark (``inf``)."""
@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[2]
 _SCRIPT = r'''
 import json, types
 import torch, triton, triton.language as tl
-from kbstudy.harness.child.worker import autotuned_configs
+from kbstudy.harness.child.autotune import autotuned_configs
 
 def _bench(kernel_call, quantiles=None):
     kernel_call()

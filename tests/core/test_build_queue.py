@@ -1,4 +1,4 @@
-"""The background CUDA build queue (``kbstudy.harness.orchestrator.BuildQueue``), on a CPU.
+"""The background CUDA build queue (``kbstudy.harness.builds.BuildQueue``), on a CPU.
 
 The build process only imports the candidate's source (which is what compiles a ``load_inline`` extension), so these
 candidates are detected as CUDA (``__global__`` in a comment) but need no compiler: what is tested is the queue --
@@ -16,8 +16,9 @@ import time
 import pytest
 
 from kbstudy.harness.candidates import make_candidate
-from kbstudy.harness.orchestrator import BuildQueue, EvalConfig
-from kbstudy.harness.child.worker import BUILD_NICENESS
+from kbstudy.harness.builds import BuildQueue
+from kbstudy.harness.config import EvalConfig
+from kbstudy.harness.child.build import BUILD_NICENESS
 
 MODEL_NEW = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
 
@@ -96,12 +97,12 @@ def test_close_cancels_builds_not_started(tmp_path):
 def test_a_build_process_that_cannot_start_is_a_result_not_an_exception(tmp_path, monkeypatch):
     """The OS refusing a process (out of PIDs, a broken pipe) fails that build only; the batch goes on and the worker
     builds the candidate itself later."""
-    from kbstudy.harness import orchestrator as evaluate
+    from kbstudy.harness import builds
 
     def no_process(*args, **kwargs):
         raise OSError("Resource temporarily unavailable")
 
-    monkeypatch.setattr(evaluate, "Child", no_process)
+    monkeypatch.setattr(builds, "Child", no_process)
     cand = _cuda_candidate(1, "")
     results = _build_all([cand], tmp_path, jobs=1)
     assert results[cand.sha256]["built"] is False
@@ -113,9 +114,9 @@ def test_child_kill_from_two_threads_closes_the_pipe_once(monkeypatch):
     # the connection, and the second close hit a closed descriptor (EBADF: a flaky test under CPU load)
     import threading
 
-    from kbstudy.harness.orchestrator import Child, _start_forkserver
+    from kbstudy.harness.pool import Child, start_forkserver
 
-    _start_forkserver("cpu")
+    start_forkserver("cpu")
     child = Child()
     child.wait_idle()
     real_close, calls = child.conn.close, []
@@ -189,7 +190,7 @@ def test_a_live_build_lock_is_waited_for_not_removed(tmp_path):
     # a second loader of the same candidate (two batches sharing a cache) waits for the first, whose lock file is live
     import threading
 
-    from kbstudy.harness.execution import extensions_lock
+    from kbstudy.harness.loading import extensions_lock
 
     root = tmp_path / "ext_root"
     holding, release = threading.Event(), threading.Event()
@@ -215,7 +216,7 @@ def test_a_live_build_lock_is_waited_for_not_removed(tmp_path):
 
 
 def test_without_an_extensions_folder_nothing_is_locked(monkeypatch):
-    from kbstudy.harness.execution import extensions_lock
+    from kbstudy.harness.loading import extensions_lock
 
     monkeypatch.delenv("TORCH_EXTENSIONS_DIR", raising=False)
     with extensions_lock() as removed:
@@ -226,7 +227,7 @@ def test_an_unlockable_extensions_folder_loads_unlocked(tmp_path, monkeypatch):
     # a file system without flock must not turn every candidate's load into an error
     import fcntl
 
-    from kbstudy.harness import execution
+    from kbstudy.harness import loading
 
     def no_flock(*args):
         raise OSError(37, "No locks available")
@@ -235,6 +236,6 @@ def test_an_unlockable_extensions_folder_loads_unlocked(tmp_path, monkeypatch):
     stale = tmp_path / "ext" / "lock"
     stale.parent.mkdir(parents=True)
     stale.write_text("")
-    with execution.extensions_lock(tmp_path) as removed:
+    with loading.extensions_lock(tmp_path) as removed:
         assert removed == []
     assert stale.exists()  # not ours to remove without the lock

@@ -278,7 +278,7 @@ def test_zeros_and_mean_reach_every_output_of_a_tuple_returning_problem(tmp_path
     softmax = problem_by_name["23_Softmax.py"]
     assert not candidates._returns_sequence(softmax.source)
     zeros = null_candidates(softmax, ["zeros"])[0]
-    assert zeros.source == softmax.source.rstrip() + "\n" + candidates._NULL_TEMPLATES["zeros"]
+    assert zeros.source == softmax.source.rstrip() + "\n\n\n" + (candidates.NULL_SOURCES / "zeros.py").read_text()
 
 
 def test_null_candidates_of_a_scaled_problem_see_its_scaled_module_sizes(all_problems, tmp_path):

@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from kbstudy.harness.candidates import make_candidate
-from kbstudy.harness.orchestrator import EvalConfig, evaluate_batch
+from kbstudy.harness.config import EvalConfig
+from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.records.store import RecordStore
 from kbstudy.harness.timing import DEVICE_TIME_CHECKED_CALLS
 
@@ -307,21 +308,21 @@ def test_copy_at_size_is_a_plausible_bandwidth():
 def test_large_input_pristine_copy_lives_in_host_memory(monkeypatch):
     """Inputs above ``PRISTINE_HOST_BYTES`` keep their pristine copy on the host, and the inputs-mutated check
     still sees a one-element change across the two devices."""
-    from kbstudy.harness.child import worker
+    from kbstudy.harness.child import integrity
 
-    monkeypatch.setattr(worker, "PRISTINE_HOST_BYTES", 1 << 10)
+    monkeypatch.setattr(integrity, "PRISTINE_HOST_BYTES", 1 << 10)
     x = torch.randn(4096, device="cuda")
     # while the device has the memory to spare, the copy stays there; when it would take too much, it goes to the host
-    assert worker.pristine_copy(x).device.type == "cuda"
-    monkeypatch.setattr(worker, "PRISTINE_DEVICE_FREE_FRACTION", 1e-12)
-    copy = worker.pristine_copy(x)
-    assert copy.device.type == "cpu" and worker.pristine_copy(x[:8]).device.type == "cuda"
-    assert worker.inputs_equal(copy, x)
+    assert integrity.pristine_copy(x).device.type == "cuda"
+    monkeypatch.setattr(integrity, "PRISTINE_DEVICE_FREE_FRACTION", 1e-12)
+    copy = integrity.pristine_copy(x)
+    assert copy.device.type == "cpu" and integrity.pristine_copy(x[:8]).device.type == "cuda"
+    assert integrity.inputs_equal(copy, x)
     x[17] += 1.0
-    assert not worker.inputs_equal(copy, x)
+    assert not integrity.inputs_equal(copy, x)
     # compared on the GPU in chunks (COMPARE_CHUNK_BYTES), a change in the last chunk too
-    monkeypatch.setattr(worker, "COMPARE_CHUNK_BYTES", 1 << 10)
+    monkeypatch.setattr(integrity, "COMPARE_CHUNK_BYTES", 1 << 10)
     x[17] = copy[17].item()  # restored exactly
-    assert worker.inputs_equal(copy, x) and worker.inputs_equal(x, copy)
+    assert integrity.inputs_equal(copy, x) and integrity.inputs_equal(x, copy)
     x[-1] = float("nan")
-    assert not worker.inputs_equal(copy, x)
+    assert not integrity.inputs_equal(copy, x)

@@ -15,7 +15,7 @@ import math
 import pytest
 import torch
 
-from kbstudy.harness import execution
+from kbstudy.harness import tensors, timing_stats
 
 from kbstudy.harness import timing
 
@@ -23,7 +23,8 @@ from kbstudy.verdict import trials as variants
 
 from kbstudy.verdict import checks as verify
 from kbstudy.verdict.combine import combine_extra
-from kbstudy.harness.orchestrator import EvalConfig, evaluate_batch
+from kbstudy.harness.config import EvalConfig
+from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.kernel_share import custom_kernel_share, kernel_origin
 from kbstudy.harness.problems import scale_source
 from kbstudy.records.store import RecordStore
@@ -82,7 +83,7 @@ def hardened(problem_by_name, tmp_path_factory):
         torch_candidate(_ONLY_NONNEGATIVE, problem_id=19, name="identity"),
         torch_candidate(_ABS_TRICK, problem_id=19, name="abs"),
         torch_candidate(_KNOWS_THE_SEEDS, problem_id=19, name="knows_the_seeds",
-                        prelude="from kbstudy.harness.execution import kernelbench_trial_seeds\n"
+                        prelude="from kbstudy.harness.tensors import kernelbench_trial_seeds\n"
                                 "_KB_SEEDS = set(kernelbench_trial_seeds(5))"),
         torch_candidate(_COUNTER_CACHE, problem_id=19, name="counter_cache", prelude="_CALLS = 0\n_CACHE = {}"),
         torch_candidate(_POINTER_CACHE_AFTER_TRIALS, problem_id=19, name="pointer_cache",
@@ -352,16 +353,16 @@ def test_time_pool_exposes_a_pointer_cache():
 
 def test_timing_discrepancy_decision():
     # honest: host block at or below the event median (pipelined, warm L2)
-    assert timing.timing_discrepancy(1.0, 0.95) is False
-    assert timing.timing_discrepancy(1.0, 1.45) is False  # 1.45 <= 1.5 + 0.02
-    assert timing.timing_discrepancy(0.004, 0.015) is False  # launch overhead on a microsecond call
+    assert timing_stats.timing_discrepancy(1.0, 0.95) is False
+    assert timing_stats.timing_discrepancy(1.0, 1.45) is False  # 1.45 <= 1.5 + 0.02
+    assert timing_stats.timing_discrepancy(0.004, 0.015) is False  # launch overhead on a microsecond call
     # work hidden on a side stream: the events saw 5 us, the host 0.35 ms
-    assert timing.timing_discrepancy(0.005, 0.35) is True
-    assert timing.timing_discrepancy(1.0, 1.6) is True
-    assert timing.timing_discrepancy(None, 1.0) is None and timing.timing_discrepancy(1.0, None) is None
-    assert timing.timing_discrepancy(float("nan"), 1.0) is None
+    assert timing_stats.timing_discrepancy(0.005, 0.35) is True
+    assert timing_stats.timing_discrepancy(1.0, 1.6) is True
+    assert timing_stats.timing_discrepancy(None, 1.0) is None and timing_stats.timing_discrepancy(1.0, None) is None
+    assert timing_stats.timing_discrepancy(float("nan"), 1.0) is None
     with pytest.raises(ValueError):
-        timing.timing_discrepancy(-1.0, 1.0)
+        timing_stats.timing_discrepancy(-1.0, 1.0)
 
 
 def test_speedup_interval_and_significance():
@@ -370,18 +371,18 @@ def test_speedup_interval_and_significance():
     base = [2.0 * v for v in noise(50)]
     faster = [1.0 * v for v in noise(50)]
     same = [2.0 * v for v in noise(50)]
-    interval = timing.speedup_interval(base, faster)
+    interval = timing_stats.speedup_interval(base, faster)
     assert interval[0] < 2.0 < interval[1] and interval[0] > 1.8
-    assert timing.speedup_interval(base, faster) == interval  # seeded: a function of the samples
-    assert timing.speedup_significant(interval, 2.0) is True
-    tie = timing.speedup_interval(base, same)
-    assert tie[0] < 1.0 < tie[1] and timing.speedup_significant(tie, 1.001) is False
-    slower = timing.speedup_interval(faster, base)
-    assert timing.speedup_significant(slower, 0.5) is True and slower[1] < 1.0
-    assert timing.speedup_interval(base[:4], faster) is None and timing.speedup_significant(None) is None
-    assert timing.speedup_interval(base, [math.nan] * 3 + faster[:4]) is None  # non-finite samples dropped
+    assert timing_stats.speedup_interval(base, faster) == interval  # seeded: a function of the samples
+    assert timing_stats.speedup_significant(interval, 2.0) is True
+    tie = timing_stats.speedup_interval(base, same)
+    assert tie[0] < 1.0 < tie[1] and timing_stats.speedup_significant(tie, 1.001) is False
+    slower = timing_stats.speedup_interval(faster, base)
+    assert timing_stats.speedup_significant(slower, 0.5) is True and slower[1] < 1.0
+    assert timing_stats.speedup_interval(base[:4], faster) is None and timing_stats.speedup_significant(None) is None
+    assert timing_stats.speedup_interval(base, [math.nan] * 3 + faster[:4]) is None  # non-finite samples dropped
     with pytest.raises(ValueError):
-        timing.speedup_interval(base, faster, confidence=1.5)
+        timing_stats.speedup_interval(base, faster, confidence=1.5)
 
 
 # ------------------------------------------------------------------------------------------------ kernel share
@@ -440,7 +441,7 @@ def test_settings_key_names_the_new_checks():
 
 
 def test_set_seed_is_what_the_timing_pool_uses():
-    execution.set_seed(1234)
+    tensors.set_seed(1234)
     assert torch.initial_seed() == 1234
 
 

@@ -12,7 +12,8 @@ import json
 
 import pytest
 
-from kbstudy.harness.orchestrator import ChildPool, WorkerStartError, _start_forkserver, evaluate_batch
+from kbstudy.harness.orchestrator import evaluate_batch
+from kbstudy.harness.pool import ChildPool, WorkerStartError, start_forkserver
 from kbstudy.records.store import RecordStore
 
 from .helpers import cpu_config, torch_candidate
@@ -63,7 +64,7 @@ def test_unknown_retry_outcome_is_a_clear_error(tmp_path, problem_by_name):
 
 @pytest.mark.parametrize("after_idle", [False, True], ids=["while_starting", "after_saying_idle"])
 def test_dead_spare_worker_is_replaced(after_idle):
-    _start_forkserver("cpu")
+    start_forkserver("cpu")
     pool = ChildPool(spare=True)
     try:
         first = pool.get()
@@ -82,7 +83,7 @@ def test_dead_spare_worker_is_replaced(after_idle):
 
 def test_workers_that_cannot_start_stop_the_batch_with_a_clear_error(monkeypatch):
     # a warm device that does not exist: every worker dies creating it, as on a GPU whose memory others hold
-    _start_forkserver("cpu")
+    start_forkserver("cpu")
     monkeypatch.setattr(ChildPool, "START_RETRY_PAUSES_S", (0.0,))
     pool = ChildPool(spare=False, warm_device="cuda:7")
     try:

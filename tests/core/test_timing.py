@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from kbstudy.harness.timing import (HOST_BLOCK_CALLS, HOST_BLOCKS, SLOW_CALL_MS, SLOW_CALL_REPS, TimingStats,
-                            host_block_calls, median_ci_indices, summarize, time_callable)
+from kbstudy.harness.timing import HOST_BLOCK_CALLS, HOST_BLOCKS, SLOW_CALL_MS, SLOW_CALL_REPS, host_block_calls, time_callable
+from kbstudy.harness.timing_stats import TimingStats, median_ci_indices, summarize
 
 
 def _binomial_ci_indices(n: int) -> tuple[int, int]:
@@ -219,7 +219,7 @@ def test_call_sample_draws_uniformly_without_replacement():
 def test_device_time_fields_are_the_samples_statistics():
     """The record fields of a device-time measurement: median and quartiles of the samples (ms), the samples as
     floats in call order; an empty measurement is an error, not a record of zeros."""
-    from kbstudy.harness.orchestrator import device_time_fields
+    from kbstudy.harness.assemble import device_time_fields
 
     samples = [0.05, 0.01, 0.03, 0.02, 0.04]
     fields = device_time_fields(samples)

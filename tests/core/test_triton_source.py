@@ -21,7 +21,7 @@ SOURCES = sorted((ROOT / "kbstudy" / "suites" / "dlrm_bench" / "kernels").glob("
 
 CHILD = r"""
 import json, sys
-from kbstudy.harness.execution import load_module
+from kbstudy.harness.loading import load_module
 report = {}
 for path in sys.argv[1:]:
     name = path.rsplit("/", 1)[-1][:-3]

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from kbstudy.harness import execution
+from kbstudy.harness import tensors
 
 from kbstudy.verdict import checks as verify
 from kbstudy.verdict.combine import combine
@@ -162,8 +162,8 @@ def test_off_by_one_percent_fails_both_at_fp32(relu_batch):
 def test_trial_seeds_are_kernelbench_seeds():
     torch.manual_seed(42)
     expected = [torch.randint(0, 2**32 - 1, (1,)).item() for _ in range(5)]
-    assert execution.kernelbench_trial_seeds(5) == expected
-    assert execution.kernelbench_trial_seeds(3) == expected[:3]
+    assert tensors.kernelbench_trial_seeds(5) == expected
+    assert tensors.kernelbench_trial_seeds(3) == expected[:3]
     assert len(set(expected)) == 5
 
 
@@ -171,7 +171,7 @@ def test_trial_seeds_leave_the_global_generator_alone():
     torch.manual_seed(123)
     a = torch.rand(3)
     torch.manual_seed(123)
-    execution.kernelbench_trial_seeds(5)
+    tensors.kernelbench_trial_seeds(5)
     assert torch.equal(torch.rand(3), a)
 
 

@@ -7,8 +7,8 @@ import collections
 
 import pytest
 
-from kbstudy.harness.candidates import (DTYPE_SCAN_KEY, load_candidates, make_candidate, scan_dtype_support,
-                                write_candidates_jsonl)
+from kbstudy.harness.candidates import load_candidates, make_candidate, write_candidates_jsonl
+from kbstudy.verdict.static_scan import DTYPE_SCAN_KEY, scan_dtype_support
 from kbstudy.analysis.headline import DTYPE_ERROR_RE
 from kbstudy.harness.problems import (PAPER_CATEGORIES, V0_NAMES, load_problems, operator_category, paper_category,
                               version_changes)

@@ -13,7 +13,8 @@ from kbstudy.harness.candidates import make_candidate
 from kbstudy.suites.dlrm_bench import (DLRM_LEVEL, MODEL_CONFIG, load_dlrm_candidates, load_dlrm_problems,
                                 problem_precision)
 from kbstudy.suites.dlrm_bench.gpu_run import CPU_TIMING, PRECISIONS
-from kbstudy.harness.orchestrator import EvalConfig, evaluate_batch
+from kbstudy.harness.config import EvalConfig
+from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.records.store import RecordStore
 
 SCALE = 1 / 512
@@ -77,7 +78,7 @@ def test_our_kernels_pass_both_verdicts(records):
         assert r["candidate_ms_median"] > 0 and r["eager_ms_median"] > 0  # timed, eager baseline from the reference
         assert "inputs_mutated" not in r["metadata"] and "global_state_changes" not in r["metadata"]
     assert rows[(11, MODEL_CONFIG)]["precision"] == "bf16" and rows[(1, MODEL_CONFIG)]["precision"] == "fp32"
-    # what the kernels' autotuners chose is recorded (kbstudy.harness.child.worker.autotuned_configs): one config each under the
+    # what the kernels' autotuners chose is recorded (kbstudy.harness.child.autotune.autotuned_configs): one config each under the
     # interpreter, so no benchmark
     tuned = rows[(5, MODEL_CONFIG)]["metadata"]["autotuned"]["_update_kernel"]
     assert tuned["configs"] == 1 and not tuned["timings_ms"], tuned

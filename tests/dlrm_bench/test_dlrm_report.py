@@ -499,7 +499,7 @@ def test_variant_interval_and_summary(tmp_path):
 def test_variants_on_the_s7_records():
     """The twelve JIT-launched files beside the lean-launch ones in the same run: the interval of variant / ours is
     ``speedup_interval(jit samples, lean samples)``, and the summary sorts the problems by it."""
-    from kbstudy.harness.timing import speedup_interval
+    from kbstudy.harness.timing_stats import speedup_interval
 
     v = dlrm_variants.variants(S7_RECORDS).set_index("problem_id")
     assert len(v) == 12 and set(v["model_config"]) == {"kbstudy-triton-jit"} and v["correct"].all()

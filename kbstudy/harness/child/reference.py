@@ -7,23 +7,24 @@ outputs: it receives inputs, and its outputs are judged here (``kbstudy.verdict.
 Inputs and expected outputs per trial are computed lazily and cached up to ``cache_bytes``; a trial evicted from the
 cache is recomputed from its seed, which gives bit-identical inputs (same generator, same device).
 
-Protocol (requests from the orchestrator over a ``multiprocessing`` connection; tensors travel as shared handles,
-see ``kbstudy.harness.execution.share``):
+Protocol (``kbstudy.harness.protocol``; tensors travel as packets, ``kbstudy.harness.transfer``):
 
-* ``{"op": "init_inputs"}`` -> ``{"init_inputs": [...]}``
-* ``{"op": "inputs", "trial": t}`` -> a packet (``execution.pack_shared`` of the inputs, or ``pack_error``);
-  ``t`` is a trial index (KernelBench's trials, then the extra trials of ``kbstudy.verdict.trials``) or ``"timing_pool"``
-  (then the packet holds ``{"pool": [input sets], "seeds": [...]}``, see :meth:`ReferenceSession.timing_pool`)
-* ``{"op": "verify", "trial": t, "sentinel": s, "kernelbench": bool}`` then bytes of the candidate's shared outputs
-  (with the worker's ``integrity`` report) -> ``{"kernelbench": KernelBenchTrial | None, "kbstudy": KbstudyTrial,
-  "integrity": {...}}``
-* ``{"op": "verify_timing", "check": "kbstudy" | "kernelbench"}`` then bytes of the worker's sampled timed outputs
-  -> :meth:`ReferenceSession.verify_timing`'s dict
-* ``{"op": "time", "eager": bool, "compile": bool}`` -> ``{"eager": [ms...], "compile": [ms...], "compile_error": ...,
+* :class:`~kbstudy.harness.protocol.InitInputs` -> ``{"init_inputs": [...]}``
+* :class:`~kbstudy.harness.protocol.Inputs` (``trial``) -> a packet of the inputs (or an error packet); ``trial`` is a
+  trial index (KernelBench's trials, then the extra trials of ``kbstudy.verdict.trials``) or ``"timing_pool"`` (then
+  the packet holds ``{"pool": [input sets], "seeds": [...]}``, see :meth:`ReferenceSession.timing_pool`)
+* :class:`~kbstudy.harness.protocol.Verify` then the packet of the candidate's outputs (with the candidate process's
+  ``integrity`` report) -> ``{"kernelbench": KernelBenchTrial | None, "kbstudy": KbstudyTrial, "integrity": {...},
+  "shape_ok", "dtype_ok"}``
+* :class:`~kbstudy.harness.protocol.VerifyTiming` then the packet of the sampled timed outputs ->
+  :meth:`ReferenceSession.verify_timing`'s dict
+* :class:`~kbstudy.harness.protocol.TimeBaselines` -> ``{"eager": [ms...], "compile": [ms...], "compile_error": ...,
   "pool_size": int}``
-* ``{"op": "close"}``
+* :class:`~kbstudy.harness.protocol.Close`
 
-The job may carry ``extra_trials`` (``kbstudy.verdict.trials.ExtraTrial.as_dict()`` of each extra trial: index, seed,
+A request that fails is answered by an :class:`~kbstudy.harness.protocol.ErrorReply` and the process serves on.
+
+The job (:class:`~kbstudy.harness.protocol.ReferenceJob`) carries ``extra_trials`` (``kbstudy.verdict.trials.ExtraTrial.as_dict()`` of each extra trial: index, seed,
 distribution) and ``timing_pool_bytes`` (the pool's cap, ``kbstudy.harness.timing.pool_size``). Which variants apply to the
 problem is decided here, on each variant trial's own inputs (:meth:`ReferenceSession.variant_applicability`).
 """
@@ -34,11 +35,17 @@ import collections
 import copy
 from typing import Any
 
-from kbstudy.harness import execution
+import torch
 
-from kbstudy.verdict import trials as variants
-
+from kbstudy.harness import timing as timing_mod
+from kbstudy.harness import transfer
+from kbstudy.harness.failures import classify_exception, error_text
+from kbstudy.harness.loading import load_module
+from kbstudy.harness.protocol import (Close, ErrorReply, InitInputs, Inputs, ReferenceJob, TimeBaselines, Verify,
+                                      VerifyTiming, reference_request)
+from kbstudy.harness.tensors import cast_input, flatten_outputs, kernelbench_trial_seeds, set_seed, torch_dtype
 from kbstudy.verdict import checks as verify
+from kbstudy.verdict import trials as variants
 
 #: A reference output is constant when std / RMS of its float64 values is below this (or all elements are equal).
 CONSTANT_REL_STD = 1e-6
@@ -59,31 +66,31 @@ def _is_low_spread(outputs64, precision: str) -> bool:
 class ReferenceSession:
     """One problem's reference at one precision on one device (lives inside the reference process)."""
 
-    def __init__(self, job: dict):
-        import torch
-
+    def __init__(self, job: ReferenceJob | dict):
+        """``job``: a :class:`~kbstudy.harness.protocol.ReferenceJob` (or its wire dict)."""
+        job = job if isinstance(job, ReferenceJob) else ReferenceJob.from_wire(job)
         self.job = job
-        self.device = job["device"]
-        self.precision = job["precision"]
-        self.dtype = execution.torch_dtype(self.precision)
-        self.trial_seeds = execution.kernelbench_trial_seeds(job["trials"], job.get("seed", 42))
+        self.device = job.device
+        self.precision = job.precision
+        self.dtype = torch_dtype(self.precision)
+        self.trial_seeds = kernelbench_trial_seeds(job.trials, job.seed)
         self.extra_trials = {int(t["trial"]): variants.ExtraTrial(int(t["trial"]), int(t["seed"]), t["name"])
-                             for t in job.get("extra_trials", [])}
-        self.timing_seed = job.get("seed", 42)
-        self.timing_pool_bytes = int(job.get("timing_pool_bytes", 1 << 30))
+                             for t in job.extra_trials}
+        self.timing_seed = job.seed
+        self.timing_pool_bytes = int(job.timing_pool_bytes)
         self._pool: tuple[list, list] | None = None
-        self.input_device = self.device if job.get("inputs_on_device", True) else "cpu"
-        self.cache_bytes = int(job.get("cache_bytes", 8 << 30))
+        self.input_device = self.device if job.inputs_on_device else "cpu"
+        self.cache_bytes = int(job.cache_bytes)
         self.cache: collections.OrderedDict[Any, tuple] = collections.OrderedDict()
         # e_ref per input set (kbstudy.verdict.checks.reference_errors): a few floats each, kept after the trial is evicted
         self._reference_errors: dict[Any, dict] = {}
         self._default_worst: dict | None = None  # worst_reference_errors, once computed
         torch.set_grad_enabled(False)
-        self.module = execution.load_module(job["source"], "kbstudy_reference_problem", job.get("filename", "<problem>"))
-        execution.set_seed(self.timing_seed)
+        self.module = load_module(job.source, "kbstudy_reference_problem", job.filename)
+        set_seed(self.timing_seed)
         init = self.module.get_init_inputs()
-        self.init_inputs = [execution.cast_input(x, self.device, self.dtype) for x in init]
-        execution.set_seed(self.timing_seed)
+        self.init_inputs = [cast_input(x, self.device, self.dtype) for x in init]
+        set_seed(self.timing_seed)
         model = self.module.Model(*self.init_inputs)
         if isinstance(model, torch.nn.Module):
             model = model.to(device=self.device, dtype=self.dtype)
@@ -99,12 +106,10 @@ class ReferenceSession:
     def _make_inputs(self, seed: int, variant: str | None = None) -> list:
         """``get_inputs()`` under ``seed`` on the input device, floating tensors cast to the precision, then moved to
         the device; ``variant`` (a name of ``kbstudy.verdict.trials.VARIANTS``) transforms the floating tensors."""
-        import torch
-
-        execution.set_seed(seed)
+        set_seed(seed)
         with torch.device(self.input_device):
             raw = self.module.get_inputs()
-        inputs = [execution.cast_input(x, self.device, self.dtype) for x in raw]
+        inputs = [cast_input(x, self.device, self.dtype) for x in raw]
         if variant in variants.VARIANTS:
             inputs = variants.transform_inputs(inputs, variant, seed)
         return inputs
@@ -128,13 +133,11 @@ class ReferenceSession:
         if trial in self.cache:
             self.cache.move_to_end(trial)
             return self.cache[trial]
-        import torch
-
         self._make_room()
         seed = self._seed_of(trial)
         inputs = self._make_inputs(seed, self._variant_of(trial))
-        execution.set_seed(seed)
-        expected = execution.flatten_outputs(self.model(*inputs))
+        set_seed(seed)
+        expected = flatten_outputs(self.model(*inputs))
         expected64 = self._reference64(inputs, seed, expected)
         entry = (inputs, expected, expected64)
         self.cache[trial] = entry
@@ -178,23 +181,19 @@ class ReferenceSession:
         return self._default_worst
 
     def _reference64(self, inputs: list, seed: int, expected: list) -> list:
-        import torch
-
         if self.model64 is None:
             return expected
         try:
             inputs64 = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                         for x in inputs]
-            execution.set_seed(seed)
-            return execution.flatten_outputs(self.model64(*inputs64))
+            set_seed(seed)
+            return flatten_outputs(self.model64(*inputs64))
         except Exception:
             # some kernels have no float64 implementation on some devices: fall back to the precision reference
             self.model64, self.reference_dtype = None, str(self.dtype).replace("torch.", "")
             return expected
 
     def _entry_bytes(self, entry) -> int:
-        import torch
-
         total = 0
         for part in entry:
             for x in part or []:
@@ -203,21 +202,19 @@ class ReferenceSession:
         return total
 
     def release_cached_memory(self) -> None:
-        """Hand the CUDA caching allocator's free blocks back to the driver after each request. The candidate's worker
+        """Hand the CUDA caching allocator's free blocks back to the driver after each request. The candidate's process
         is another process on the same GPU: at full size one verify (float64 copies of ~1e9-element outputs) peaks at
-        tens of GB, and memory this process keeps reserved after it is memory the worker's next trial cannot get
-        (session 4's H200 calibration ran out of memory on level-1 problems 38, 39 and 45 this way). The cached
+        tens of GB, and memory this process keeps reserved after it is memory the candidate's next trial cannot get
+        (an H200 calibration ran out of memory on level-1 problems 38, 39 and 45 this way). The cached
         trials themselves stay (``cache_bytes``)."""
         if self.device.startswith("cuda"):
-            import torch
-
             torch.cuda.empty_cache()
 
     def _make_room(self) -> None:
         """Evict before building a new trial, not only after: at full size one entry can be as large as the whole
         cache (45_Average_Pooling_2D's fp32 input is 16 GiB), and keeping the old entry while the new one and its
-        float64 copies (32 GiB more) are built took this process to 64 GiB beside a worker of as much, more than the
-        H200's 140 GB (session 12). Room is made for one entry the size of the largest cached one, which is what
+        float64 copies (32 GiB more) are built took this process to 64 GiB beside a candidate process of as much, more than the
+        H200's 140 GB. Room is made for one entry the size of the largest cached one, which is what
         :meth:`_evict` would otherwise free after the build: with entries of one size (one problem's trials) the cache
         keeps as many as before; with unequal ones it may keep one fewer (an evicted trial is rebuilt from its seed,
         bit-identical, so only time is lost)."""
@@ -241,8 +238,8 @@ class ReferenceSession:
             outputs: the candidate's outputs (plain tensors; their real types are in ``forms``).
             sentinel: ``"nan"`` or the float the unwritten memory held (see ``verify.kbstudy_trial``).
             forms: ``module.qualname`` of each output's type as the candidate returned it.
-            integrity: the worker's report: ``inputs_mutated`` (input indices), ``global_state`` (lines of
-                ``worker.global_state_diff``), ``reused_inputs`` (this trial ran on the previous trial's storage).
+            integrity: the candidate process's report: ``inputs_mutated`` (input indices), ``global_state`` (lines of
+                ``integrity.global_state_diff``), ``reused_inputs`` (this trial ran on the previous trial's storage).
             kernelbench: also run KernelBench's check (``False`` for kbstudy's extra trials, which KernelBench's
                 verdict does not include; its entry is then ``None``).
         Returns ``{"kernelbench": KernelBenchTrial | None, "kbstudy": KbstudyTrial, "integrity": dict}``. kbstudy's
@@ -254,7 +251,7 @@ class ReferenceSession:
         _, expected, expected64 = self.trial(trial)
         kb = verify.kernelbench_trial(expected, outputs, self.precision) if kernelbench else None
         if any(form != "torch.Tensor" for form in forms or []):
-            # the worker sent plain views of what the candidate returned; its real types are in ``forms``
+            # the candidate process sent plain views of what the candidate returned; its real types are in ``forms``
             kbs = verify.KbstudyTrial(False, "not_a_dense_tensor", None, None, f"output types {forms}",
                                       sentinel=verify.sentinel_label(sentinel))
         else:
@@ -275,8 +272,6 @@ class ReferenceSession:
                 kbs = verify.integrity_failure(kbs, "stale_output", f"trial {trial} ran on trial {int(trial) - 1}'s "
                                                "input storage with new values and returned trial "
                                                f"{int(trial) - 1}'s answer")
-        import torch
-
         # form agreement measured directly (an integrity failure can take the place of a shape failure above)
         shape_ok = len(outputs) == len(expected) and all(
             isinstance(o, torch.Tensor) and isinstance(e, torch.Tensor) and o.shape == e.shape
@@ -287,19 +282,15 @@ class ReferenceSession:
     # ------------------------------------------------------------------------------------------------ degeneracy
     def _outputs64(self, inputs: list, seed: int) -> list:
         """The float64 reference's outputs on ``inputs`` (the precision reference's where float64 is unavailable)."""
-        import torch
-
-        execution.set_seed(seed)
+        set_seed(seed)
         if self.model64 is None:
-            return execution.flatten_outputs(self.model(*inputs))
+            return flatten_outputs(self.model(*inputs))
         inputs64 = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                     for x in inputs]
-        return execution.flatten_outputs(self.model64(*inputs64))
+        return flatten_outputs(self.model64(*inputs64))
 
     @staticmethod
     def _unchanged(a: list, b: list, rms: float) -> bool:
-        import torch
-
         for x, y in zip(a, b):
             if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor)):
                 if x != y:
@@ -329,8 +320,6 @@ class ReferenceSession:
         bool|None, "degenerate_inputs": list[int]|None, "degenerate": bool|None, "degeneracy_error": str|None}``;
         ``None`` values and an error text when the check itself failed (it never raises).
         """
-        import torch
-
         result = {"output_rms": None, "output_rel_std": None, "degenerate_constant": None,
                   "degenerate_inputs": None, "degenerate": None, "degeneracy_error": None}
         try:
@@ -361,7 +350,7 @@ class ReferenceSession:
             result["degenerate_inputs"] = unchanged
             result["degenerate"] = bool(result["degenerate_constant"] or unchanged)
         except Exception as exc:  # noqa: BLE001 - a finding we could not establish is recorded as unknown
-            result["degeneracy_error"] = execution.error_text(exc, 1000)
+            result["degeneracy_error"] = error_text(exc, 1000)
         finally:
             # the fresh draws and their float64 outputs can be as large as a trial: hand the memory back before the
             # candidates arrive (an OOM here must not starve the verdicts)
@@ -386,7 +375,7 @@ class ReferenceSession:
                                                 self.reference_errors(t))
             except Exception as exc:  # noqa: BLE001 - the reference cannot take these inputs: not applicable
                 self.cache.pop(t, None)
-                out[t] = "the reference raised on these inputs: " + execution.error_text(exc, 500)
+                out[t] = "the reference raised on these inputs: " + error_text(exc, 500)
         return out
 
     # ------------------------------------------------------------------------------------------------ timing
@@ -399,10 +388,6 @@ class ReferenceSession:
         ``seed + e``. Its size is ``kbstudy.harness.timing.pool_size`` of the first set's tensor bytes under the job's
         ``timing_pool_bytes``."""
         if self._pool is None:
-            import torch
-
-            from kbstudy.harness import timing as timing_mod
-
             first = self._make_inputs(self.timing_seed)
             set_bytes = sum(x.numel() * x.element_size() for x in first if isinstance(x, torch.Tensor))
             n = timing_mod.pool_size(set_bytes, self.timing_pool_bytes)
@@ -415,10 +400,6 @@ class ReferenceSession:
         the same pool, seeding and loop as the candidates). Returns ``{"eager": [ms...] | None, "compile": [ms...] |
         None, "compile_error": str | None, "pool_size": int}``; a failure of ``torch.compile`` is reported, not
         raised."""
-        import torch
-
-        from kbstudy.harness import timing as timing_mod
-
         pool, seeds = self.timing_pool()
         result: dict[str, Any] = {"eager": None, "compile": None, "compile_error": None, "pool_size": len(pool)}
         if eager:
@@ -432,7 +413,7 @@ class ReferenceSession:
                 result["compile"] = timing_mod.time_pool(lambda *a: compiled_model(*a), pool, seeds=seeds,
                                                          device=self.device, **timing).samples
             except Exception as exc:  # a reference Inductor cannot compile is a finding, not a dead batch
-                result["compile_error"] = execution.error_text(exc, 2000)
+                result["compile_error"] = error_text(exc, 2000)
         return result
 
     def verify_timing(self, checked: list, check: str) -> dict:
@@ -500,7 +481,7 @@ class ReferenceSession:
             result["unjudgeable"] = verify.is_unjudgeable(result["reference_rel_l2_error"],
                                                           degeneracy.get("output_rel_std"), rescued)
         except Exception as exc:  # noqa: BLE001 - recorded as unknown, as the degeneracy check does
-            result["flags_error"] = execution.error_text(exc, 1000)
+            result["flags_error"] = error_text(exc, 1000)
         return result
 
     def describe(self) -> dict:
@@ -508,8 +489,6 @@ class ReferenceSession:
         the dtype the kbstudy verdict compares against, TF32 flags, :meth:`degeneracy`'s fields, :meth:`problem_flags`'
         fields, and ``variants`` (:meth:`variant_applicability`: ``{extra trial index: None | reason it does not
         apply}``)."""
-        import torch
-
         _, expected, _ = self.trial(0)
         first = expected[0] if expected else None
         applicability = self.variant_applicability()
@@ -527,53 +506,55 @@ class ReferenceSession:
         }
 
 
-def serve(conn, job: dict) -> None:
-    """The reference role's loop (see the module docstring). Any exception while setting up is reported as
-    ``{"error": ...}`` and ends the process; the orchestrator records ``reference_error`` for the problem."""
+def _error(exc: BaseException) -> dict:
+    return ErrorReply(error_text(exc), classify_exception(exc, "run")).to_wire()
+
+
+def serve(conn, job: ReferenceJob) -> None:
+    """The reference role's loop (see the module docstring). Any exception while setting up is reported as an
+    :class:`~kbstudy.harness.protocol.ErrorReply` and ends the process; the orchestrator records ``reference_error``
+    for the problem."""
     try:
         session = ReferenceSession(job)
         conn.send({"status": "ready", **session.describe()})
     except BaseException as exc:  # noqa: BLE001 - the reference failing is a recorded outcome
-        conn.send({"error": execution.error_text(exc), "category": execution.classify_exception(exc, "run")})
+        conn.send(_error(exc))
         return
     while True:
-        request = conn.recv()
-        op = request["op"]
+        wire = conn.recv()
+        request = reference_request(wire)
         try:
-            if op == "close":
+            if isinstance(request, Close):
                 return
-            if op == "init_inputs":
+            if isinstance(request, InitInputs):
                 conn.send({"init_inputs": session.init_inputs})
-            elif op == "inputs":
+            elif isinstance(request, Inputs):
                 try:
-                    if request["trial"] == "timing_pool":
+                    if request.trial == "timing_pool":
                         pool, seeds = session.timing_pool()
-                        packet = execution.pack_shared({"pool": pool, "seeds": seeds})
+                        packet = transfer.pack_shared({"pool": pool, "seeds": seeds})
                     else:
-                        inputs, _, _ = session.trial(request["trial"])
-                        packet = execution.pack_shared(inputs)
+                        inputs, _, _ = session.trial(request.trial)
+                        packet = transfer.pack_shared(inputs)
                 except BaseException as exc:  # noqa: BLE001
-                    packet = execution.pack_error({"error": execution.error_text(exc),
-                                                   "category": execution.classify_exception(exc, "run")})
+                    packet = transfer.pack_error(_error(exc))
                 conn.send_bytes(packet)
-            elif op == "verify":
-                outputs = execution.unshare(conn.recv_bytes())
-                result = session.verify(request["trial"], outputs.get("outputs", []), request.get("sentinel", "nan"),
-                                        outputs.get("forms"), outputs.get("integrity"),
-                                        kernelbench=request.get("kernelbench", True))
+            elif isinstance(request, Verify):
+                outputs = transfer.unshare(conn.recv_bytes())
+                result = session.verify(request.trial, outputs.get("outputs", []), request.sentinel,
+                                        outputs.get("forms"), outputs.get("integrity"), kernelbench=request.kernelbench)
                 del outputs
                 conn.send(result)
-            elif op == "verify_timing":
-                payload = execution.unshare(conn.recv_bytes())
-                result = session.verify_timing(payload.get("checked", []), request["check"])
+            elif isinstance(request, VerifyTiming):
+                payload = transfer.unshare(conn.recv_bytes())
+                result = session.verify_timing(payload.get("checked", []), request.check)
                 del payload
                 conn.send(result)
-            elif op == "time":
-                conn.send(session.time(request.get("eager", True), request.get("compile", False),
-                                       request.get("timing", {})))
+            elif isinstance(request, TimeBaselines):
+                conn.send(session.time(request.eager, request.compile, request.timing))
             else:
-                conn.send({"error": f"unknown op {op!r}"})
+                conn.send(ErrorReply(f"unknown op {wire.get('op')!r}").to_wire())
         except BaseException as exc:  # noqa: BLE001 - reported to the orchestrator; the process serves on
-            conn.send({"error": execution.error_text(exc), "category": execution.classify_exception(exc, "run")})
+            conn.send(_error(exc))
         finally:
             session.release_cached_memory()

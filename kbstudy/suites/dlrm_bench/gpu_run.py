@@ -95,7 +95,7 @@ def floor_inputs(problem, size_scale: float, device: str, seed: int) -> tuple[di
     for the others."""
     import torch
 
-    from kbstudy.harness import execution
+    from kbstudy.harness import tensors
     from kbstudy.suites.dlrm_bench import exec_source
     from kbstudy.suites.dlrm_bench.roofline import numeric_constants
     from kbstudy.harness.problems import scale_source
@@ -103,7 +103,7 @@ def floor_inputs(problem, size_scale: float, device: str, seed: int) -> tuple[di
     ns = exec_source(scale_source(problem.source, size_scale), problem.name)
     inputs = None
     if problem.problem_id in INPUT_DEPENDENT:
-        execution.set_seed(seed)
+        tensors.set_seed(seed)
         with torch.device(device):
             inputs = ns["get_inputs"]()
     return numeric_constants(ns), inputs
@@ -151,7 +151,8 @@ def main(argv=None) -> int:
 
     from kbstudy.harness.candidates import load_candidates
     from kbstudy.suites.dlrm_bench import DLRM_LEVEL, load_dlrm_candidates, load_dlrm_problems, problem_precision
-    from kbstudy.harness.orchestrator import EvalConfig, evaluate_batch, resolve_device
+    from kbstudy.harness.config import EvalConfig, resolve_device
+    from kbstudy.harness.orchestrator import evaluate_batch
     from kbstudy.records.store import RecordStore
 
     device = resolve_device(args.device)

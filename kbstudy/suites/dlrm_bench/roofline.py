@@ -294,7 +294,8 @@ def copy_at_size(nbytes: float, device: str, reps: int = 20) -> dict:
     Raises ``ValueError`` on a CPU device (no device time there) or for ``nbytes`` below 2."""
     import torch
 
-    from kbstudy.harness.timing import summarize, time_device
+    from kbstudy.harness.timing import time_device
+    from kbstudy.harness.timing_stats import summarize
 
     if not device.startswith("cuda"):
         raise ValueError(f"a copy's device time needs a CUDA device, not {device!r}")

@@ -1,0 +1,273 @@
+"""The orchestrator's side of one candidate: a fresh candidate process loads, constructs and runs it on every trial,
+its outputs forwarded unopened to the reference process to be judged (``kbstudy.verdict.checks``), then, if either
+verdict passed, it is timed over the reference's timing pool with a sample of the timed outputs judged too, and on a
+GPU one call is profiled (``kbstudy.harness.kernel_share``). Whatever happens becomes record fields
+(:func:`run_candidate`); the orchestrator itself runs no candidate code and opens no tensor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from typing import Any
+
+from kbstudy.harness import timing_stats
+from kbstudy.harness.assemble import device_time_fields, note_integrity
+from kbstudy.harness.candidates import Candidate
+from kbstudy.harness.config import EvalConfig
+from kbstudy.harness.kernel_share import custom_kernel_share
+from kbstudy.harness.pool import Child, ChildDied, ChildPool, ChildTimeout, child_env, label
+from kbstudy.harness.problems import scale_candidate_source
+from kbstudy.harness.protocol import (AssignRole, CandidateJob, Construct, Failure, InitInputs, Profile, ProfileReply,
+                                      Release, Run, TimeCandidate, TimingReply, Verify, VerifyTiming)
+from kbstudy.harness.reference_run import ReferenceFailure, ReferenceHandle, reference_inputs
+from kbstudy.harness.transfer import unpack
+from kbstudy.records.outcomes import Outcome
+from kbstudy.verdict.checks import (FLOAT_SENTINEL, TIMING_OUTPUT_MISMATCH, KbstudyTrial, KernelBenchTrial,
+                                    sentinel_label)
+from kbstudy.verdict.combine import combine, combine_extra
+from kbstudy.verdict.trials import ExtraTrial
+
+
+def run_candidate(pool: ChildPool, ref: ReferenceHandle, candidate: Candidate, cfg: EvalConfig, device: str,
+                   seeds: list[int], extra: list[ExtraTrial] | None = None) -> dict:
+    """One candidate through a fresh worker. Returns record fields (outcome, verdicts, timing samples).
+
+    ``seeds``: KernelBench's trial seeds; ``extra``: the batch's extra trials (run only where they apply)."""
+    extra = list(extra or [])
+    started = time.perf_counter()
+    child = pool.get()
+    fields: dict[str, Any] = {"compiled": False, "metadata": {}}
+    clock = _StageClock()
+    fields["metadata"]["stage_seconds"] = clock.totals
+    stage = "load"
+    try:
+        clock.start("load")
+        job = CandidateJob(
+            # the candidate's copies of the problem's size constants shrink with the problem's (size_scale < 1)
+            source=scale_candidate_source(candidate.source, ref.problem_source, cfg.size_scale),
+            filename=f"<candidate {label(candidate.candidate_id)}>", device=device, precision=cfg.precision,
+            seed=cfg.seed)
+        child.send(AssignRole("worker", child_env(candidate, cfg, device), job).to_wire())
+        failure = Failure.of(child.recv(cfg.load_timeout_s))
+        clock.stop()
+        if failure is not None:
+            return _finish(fields, {"outcome": failure.failure, "error_message": failure.error})
+        fields["compiled"] = True
+        stage = "construct"
+        clock.start("construct")
+        init = ref.request(InitInputs(), cfg.run_timeout_s)
+        child.send(Construct(init["init_inputs"]).to_wire())
+        failure = Failure.of(child.recv(cfg.run_timeout_s))
+        clock.stop()
+        if failure is not None:
+            return _finish(fields, {"outcome": failure.failure, "error_message": failure.error})
+        stage = "run"
+        kb_trials: list[KernelBenchTrial] = []
+        kbs_trials: list[KbstudyTrial] = []
+        extra_results: list[tuple[ExtraTrial, KbstudyTrial]] = []
+        form_ok: list[tuple[bool, bool]] = []  # (shape, dtype) agreement per trial
+        not_applicable = ref.not_applicable(extra)
+        plan = [(t, seed, None) for t, seed in enumerate(seeds)]
+        plan += [(spec.trial, spec.seed, spec) for spec in extra if spec.name not in not_applicable]
+        if extra:
+            fields["metadata"]["extra_trials"] = [spec.as_dict() for spec in extra]
+            if not_applicable:
+                fields["metadata"]["variant_notes"] = dict(not_applicable)
+        for t, seed, spec in plan:
+            with clock("inputs"):
+                inputs = reference_inputs(ref, t, cfg)
+            # the second sentinel on odd trials (GPU: poisoned allocator; CPU: a dispatch mode filling fresh tensors)
+            sentinel = FLOAT_SENTINEL if (cfg.second_sentinel and t % 2 == 1) else "nan"
+            # trial 1 runs on trial 0's input storage with its own values: a result cached by shape, pointer or
+            # object identity comes back stale (kbstudy.harness.child.integrity, "storage reuse")
+            reuse = cfg.storage_reuse_trial and t == 1
+            with clock("run_first" if t == 0 else ("run" if spec is None else "run_extra")):
+                child.send(Run(trial=t, seed=seed, sentinel=sentinel, reuse_inputs=reuse,
+                               output_bytes=ref.info.get("output_bytes", 0), survive=spec is not None).to_wire())
+                child.send_bytes(inputs)
+                del inputs
+                failure, outputs = unpack(child.recv_bytes(cfg.run_timeout_s))
+            if failure is not None:
+                if spec is None:
+                    return _finish(fields, {"outcome": failure["failure"], "error_message": failure["error"]})
+                # a crash on an extra trial is that trial's failure; KernelBench's verdict and the timing survive
+                extra_results.append((spec, KbstudyTrial(False, failure["failure"], None, None,
+                                                         f"the call raised: {failure['error'][:1000]}",
+                                                         sentinel=sentinel_label(sentinel))))
+                continue
+            with clock("verify"):
+                ref.child.send(Verify(trial=t, sentinel=sentinel, kernelbench=spec is None).to_wire())
+                ref.child.send_bytes(outputs)
+                del outputs
+                try:
+                    verdict = ref.child.recv(cfg.run_timeout_s)
+                except ChildTimeout as exc:
+                    raise ReferenceFailure(f"no verdict within the timeout: {exc}") from None
+                child.send(Release().to_wire())
+            if "error" in verdict:
+                # the reference process ran out of memory judging: the machine's failure, retryable like any other
+                # out_of_memory record (--retry-outcome); any other error is the outputs' (not judgeable)
+                oom = verdict.get("category") == Outcome.OUT_OF_MEMORY
+                outcome = Outcome.OUT_OF_MEMORY if oom else Outcome.RUNTIME_ERROR
+                return _finish(fields, {"outcome": outcome.value, "error_message":
+                                        "the candidate's outputs could not be judged: " + verdict["error"]})
+            if spec is None:
+                kb_trials.append(verdict["kernelbench"])
+                kbs_trials.append(verdict["kbstudy"])
+            else:
+                extra_results.append((spec, verdict["kbstudy"]))
+            form_ok.append((verdict["shape_ok"], verdict["dtype_ok"]))
+            note_integrity(fields["metadata"], t, verdict.get("integrity") or {})
+        combined = combine(kb_trials, kbs_trials, cfg.precision)
+        combined = combine_extra(combined, extra_results, [spec.name for spec in extra], not_applicable)
+        verdict_meta = combined.pop("metadata_verdict")
+        fields.update(combined)
+        fields["outcome"] = Outcome.EVALUATED.value
+        fields["shape_ok"] = all(shape for shape, _ in form_ok)
+        fields["dtype_ok"] = all(dtype for _, dtype in form_ok)
+        fields["metadata"].update({k: v for k, v in verdict_meta.items() if v})
+        if extra_results:
+            fields["metadata"]["extra_trial_results"] = [
+                {"trial": spec.trial, "name": spec.name, "passed": r.passed, "failure": r.failure,
+                 "rel_l2": r.rel_l2} for spec, r in extra_results]
+        if cfg.time_candidates and (fields["kernelbench_correct"] or fields["kbstudy_correct"]):
+            stage = "time"
+            with clock("time"):
+                _time_candidate(child, ref, cfg, device, fields)
+            if fields.get("timing_output_ok") and device.startswith("cuda") and cfg.profile_candidates:
+                with clock("profile"):
+                    _profile_candidate(child, cfg, fields)
+        return fields
+    except ReferenceFailure as exc:
+        return _finish(fields, {"outcome": Outcome.REFERENCE_ERROR.value, "error_message": f"{stage}: reference: {exc}"})
+    except ChildTimeout as exc:
+        if not ref.child.process.is_alive():
+            return _finish(fields, {"outcome": Outcome.REFERENCE_ERROR.value,
+                                    "error_message": f"{stage}: reference process died"})
+        return _finish(fields, {"outcome": Outcome.TIMEOUT.value, "error_message": f"{stage}: {exc}"})
+    except ChildDied as exc:
+        if not child.process.is_alive() and ref.child.process.is_alive():
+            return _finish(fields, {"outcome": Outcome.CRASHED.value, "error_message": f"{stage}: {exc}"})
+        return _finish(fields, {"outcome": Outcome.REFERENCE_ERROR.value,
+                                "error_message": f"{stage}: reference process: {exc}"})
+    finally:
+        clock.stop()
+        fields["worker_wall_s"] = time.perf_counter() - started
+        if fields.get("outcome") in (Outcome.TIMEOUT, Outcome.CRASHED):
+            child.kill()  # known hung or dead: no grace period
+        else:
+            child.close(grace_s=5)
+
+
+def _time_candidate(child: Child, ref: ReferenceHandle, cfg: EvalConfig, device: str, fields: dict) -> None:
+    """Time a candidate over the reference's timing pool, have its sampled timed outputs judged, and fill
+    ``fields``: ``timing_samples`` (popped by ``assemble.write_record``), ``timing_pool_size``, ``timing_output_ok``,
+    ``candidate_host_ms``, ``timing_discrepancy`` and the ``candidate_device_ms_*`` fields (GPU), and the
+    ``timing_output_mismatch`` verdict. A failure
+    while timing keeps the verdicts and records the outcome (as before the pool existed)."""
+    pool = reference_inputs(ref, "timing_pool", cfg)
+    on_gpu = device.startswith("cuda")
+    child.send(TimeCandidate(timing=cfg.timing, host_check=on_gpu, device_time=on_gpu and cfg.device_time).to_wire())
+    child.send_bytes(pool)
+    del pool
+    wire = child.recv(cfg.run_timeout_s)
+    failure = Failure.of(wire)
+    if failure is not None:
+        # the candidate passed its trials but failed while being timed: keep the verdicts, record why
+        fields["metadata"]["timing_failure"] = failure.error
+        fields["outcome"] = failure.failure
+        fields["error_message"] = "failed while timing: " + failure.error
+        return
+    reply = TimingReply.from_wire(wire)
+    error, checked = unpack(child.recv_bytes(cfg.run_timeout_s))  # forwarded unopened, tag stripped
+    if error is not None:
+        raise ChildDied(None)  # the worker only ever sends a payload here
+    fields["timing_samples"] = reply.samples
+    fields["timing_pool_size"] = reply.pool_size
+    if on_gpu:
+        fields["candidate_host_ms"] = reply.host_ms
+        fields["timing_discrepancy"] = timing_stats.timing_discrepancy(statistics.median(reply.samples), reply.host_ms)
+        fields["metadata"]["host_check_calls"] = reply.host_calls
+    if reply.autotuned:
+        fields["metadata"]["autotuned"] = reply.autotuned
+    if reply.device_samples:
+        fields.update(device_time_fields(reply.device_samples))
+        fields["metadata"]["device_time"] = {"calls": len(reply.device_samples),
+                                             "host_overran": reply.device_host_overran,
+                                             "spin_us": reply.device_spin_us, "flush": reply.device_flush}
+    try:
+        # the check the candidate's verdict rests on: kbstudy's if it passed kbstudy's verdict, else KernelBench's
+        check_name = "kbstudy" if fields.get("kbstudy_correct") else "kernelbench"
+        ref.child.send(VerifyTiming(check_name).to_wire())
+        ref.child.send_bytes(checked)
+        del checked
+        try:
+            check = ref.child.recv(cfg.run_timeout_s)
+        except ChildTimeout as exc:
+            raise ReferenceFailure(f"no timing-output verdict within the timeout: {exc}") from None
+    finally:
+        child.send(Release().to_wire())
+    if "error" in check:
+        raise ReferenceFailure("judging the timed outputs: " + check["error"])
+    fields["timing_output_ok"] = bool(check["ok"])
+    fields["metadata"]["timing_output_check"] = {"check": check_name, "checked": check["checked"],
+                                                 "mismatches": check["mismatches"]}
+    if not check["ok"] and fields.get("kbstudy_correct"):
+        fields["kbstudy_correct"] = False
+        fields["kbstudy_failure"] = TIMING_OUTPUT_MISMATCH
+        first = check["mismatches"][0] if check["mismatches"] else {}
+        call = first.get("call")
+        what = "device-time call" if isinstance(call, int) and call >= len(reply.samples) else "timed call"
+        fields["metadata"]["kbstudy_detail"] = f"{what} {call} on timing input set {first.get('entry')}: " \
+                                               f"{first.get('detail')}"
+
+
+def _profile_candidate(child: Child, cfg: EvalConfig, fields: dict) -> None:
+    """One profiled call (GPU): ``custom_kernel_share``, ``top_kernels`` and ``metadata["kernel_time_us_by_origin"]``
+    (``kbstudy.harness.kernel_share``), or ``metadata["profile_error"]``."""
+    child.send(Profile().to_wire())
+    reply = ProfileReply.from_wire(child.recv(cfg.run_timeout_s))
+    if reply.profile_error is not None:
+        fields["metadata"]["profile_error"] = reply.profile_error
+        return
+    share = custom_kernel_share(reply.kernels)
+    fields["custom_kernel_share"] = share["custom_kernel_share"]
+    fields["top_kernels"] = share["top_kernels"]
+    fields["metadata"]["kernel_time_us_by_origin"] = share["time_us_by_origin"]
+
+
+def _finish(fields: dict, result: dict) -> dict:
+    """``fields`` updated with a failure's outcome and message, the same dict (so the wall time that
+    :func:`run_candidate` stores in ``fields`` in its ``finally`` reaches the record on every path)."""
+    fields.update(result)
+    return fields
+
+
+class _StageClock:
+    """Wall time (s) spent per stage of a candidate's evaluation, summed over trials (harness-overhead accounting)."""
+
+    def __init__(self):
+        self.totals: dict[str, float] = {}
+        self._open: tuple[str, float] | None = None
+
+    def start(self, stage: str) -> None:
+        self._open = (stage, time.perf_counter())
+
+    def stop(self) -> None:
+        if self._open is not None:
+            stage, t0 = self._open
+            self.totals[stage] = round(self.totals.get(stage, 0.0) + time.perf_counter() - t0, 4)
+            self._open = None
+
+    def __call__(self, stage: str):
+        @contextlib.contextmanager
+        def timed():
+            t0 = time.perf_counter()
+            try:
+                yield
+            finally:
+                self.totals[stage] = round(self.totals.get(stage, 0.0) + time.perf_counter() - t0, 4)
+
+        return timed()

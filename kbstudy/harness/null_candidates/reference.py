@@ -1,0 +1,2 @@
+class ModelNew(Model):
+    """kbstudy null candidate: the reference itself (must pass every verdict)."""
