@@ -364,6 +364,8 @@ def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
     floors = pd.read_json(records_dir / "floors.jsonl", lines=True).set_index("problem_id")
     assert floors["sector_copy_ms"].dropna().index.tolist() == [5, 6]
     # commit cbec50b's code made the run, a4d968a's the repeat; ours are the shipped files (all but 5 in the repeat)
+    # as measured: the final folder keeps the measured files byte for byte (candidates/kbstudy-triton/), and each
+    # shipped file is its measured file with docstrings and comments rewritten, the same code
     evaluations = RecordStore(records_dir).evaluations_frame()
     repeated = RecordStore(repeat_dir).evaluations_frame()
     assert set(evaluations["git_commit"]) == {"cbec50bc39411c5c94d2983429d9ef80b3ce4fe8"}
@@ -374,12 +376,17 @@ def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
     # every record names what its Triton autotuners chose (problem 7's kernel has none: one launch shape)
     tuned = evaluations.set_index("problem_id")["metadata"].map(lambda m: sorted(m.get("autotuned") or {}))
     assert [p for p in range(1, 13) if not tuned[p]] == [7]
-    shipped = {c.problem_id: c.sha256 for c in load_dlrm_candidates()}
     shipped_source = {c.problem_id: c.source for c in load_dlrm_candidates()}
     ours = evaluations.set_index("problem_id")["candidate_sha256"]
-    assert all(ours[p] == shipped[p] for p in range(1, 13))
+    measured_dir = records_dir / "candidates" / "kbstudy-triton"
+    assert sorted(f.name for f in measured_dir.iterdir()) == sorted(
+        f"level_5_problem_{p}_sample_0_kernel.py" for p in range(1, 13))
+    ours_source = {p: (measured_dir / f"level_5_problem_{p}_sample_0_kernel.py").read_text() for p in range(1, 13)}
+    assert all(ours[p] == hashlib.sha256(ours_source[p].encode()).hexdigest() for p in range(1, 13))
+    assert all(_code_without_docstrings(ours_source[p]) == _code_without_docstrings(shipped_source[p])
+               for p in range(1, 13))
     again = repeated[repeated["model_config"] == "kbstudy-triton"].set_index("problem_id")["candidate_sha256"]
-    assert [p for p in range(1, 13) if again[p] != shipped[p]] == [5]
+    assert [p for p in range(1, 13) if again[p] != ours[p]] == [5]
     # which record is which file: ten kernels are the files of previous-kernels; 12 is the variant s15-d, measured
     # beside that run's file in two runs, and 5 the variant s16-c, measured beside that run's file too; each with its
     # device-time interval below 1 in the same run
@@ -393,7 +400,7 @@ def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
         runs = RecordStore(folder).evaluations_frame().set_index(["problem_id", "model_config"])
         measured = (folder / "candidates" / config / f"level_5_problem_{problem}_sample_0_kernel.py").read_text()
         assert runs.loc[(problem, config), "candidate_sha256"] == hashlib.sha256(measured.encode()).hexdigest()
-        # the shipped file is the measured one with its module docstring rewritten: the same code
+        # the shipped file is the measured one with its docstrings and comments rewritten: the same code
         assert _code_without_docstrings(measured) == _code_without_docstrings(shipped_source[problem])
         assert runs.loc[(problem, "kbstudy-triton"), "candidate_sha256"] == s15_ours[problem], folder
         assert variants.loc[(problem, config), "variant_over_ours_device_ci_high"] < 1.0, folder

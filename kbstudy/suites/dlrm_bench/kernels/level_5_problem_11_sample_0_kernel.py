@@ -10,16 +10,18 @@ without writing an intermediate to memory:
    activation never exists in full;
 3. ``h2 = bf16(relu(acc2 + b2))`` then ``out = bf16(relu(h2 @ W3^T + b3))`` (one ``tl.dot`` with K = 256).
 
-Why it should approach the floor: the problem's floor is 3.6 us of bf16 Tensor Core work (2.8 GFLOP) and 2.7 MB of
-traffic, far below one launch; eager PyTorch pays 6 dispatches (3 ``addmm`` + 3 ``relu``) and the former kernel 3
-Triton launches. Here the whole call is 1 launch and 1 allocation (the output); the weights (340 KB) are re-read by
-every program from L2, and the inputs/outputs (213 KB / 2 MB) cross DRAM once. The time left is the launch itself (see
-the launch-aware view of notebook 4). ``triton.autotune`` picks BLOCK_M / BLOCK_H1 / warps per shape on the GPU (one
-config under ``TRITON_INTERPRET=1``).
+Why one launch: the problem's floor is 3.6 us of bf16 Tensor Core work (2.8 GFLOP) and 2.7 MB of traffic, far
+below one launch; eager PyTorch pays 6 dispatches (3 ``addmm`` + 3 ``relu``), a kernel per layer 3 Triton launches. Here
+the whole call is 1 launch and 1 allocation (the output); the weights (340 KB) are re-read by every program from L2, and
+the inputs/outputs (213 KB / 2 MB) cross DRAM once. The time left is the launch itself (see the launch-aware view of
+notebook 4). ``triton.autotune`` picks BLOCK_M / BLOCK_H1 / warps per shape on the GPU (one config under
+``TRITON_INTERPRET=1``).
 
 Under ``TRITON_INTERPRET=1`` the operands are upcast to fp32 before ``tl.dot`` (the interpreter's bf16 dot is wrong in
 Triton 3.9) and fp32 -> bf16 casts are rounded to nearest even by hand (the interpreter truncates); on a GPU the
 operands stay bf16 with fp32 accumulation, as cuBLAS does, and the casts are native (round to nearest even).
+
+Measured on the H200: 16.3 us of cold device time, 4.61x the floor (``outputs/records/dlrm_bench/h200/final``).
 """
 import os
 

@@ -1,5 +1,4 @@
-"""kbstudy-triton candidate for DLRM-Bench problem 1 (EmbeddingBag sum, fixed bag size, forward). Session 14's
-variant ``s14-b``, shipped in session 14.
+"""kbstudy-triton candidate for DLRM-Bench problem 1 (EmbeddingBag sum, fixed bag size, forward).
 
 **One launch, a persistent grid of small programs, every row load of a tile in flight at once, the next tile's indices
 loaded before this tile is summed.** A program owns a contiguous range of bags (``n_per = ceil(B / programs)`` of
@@ -9,31 +8,34 @@ lookups, cut short at the end of the second bag it reaches (at L = 100 every til
 of 16-byte vectors, the *next* tile's indices are loaded, then the two segments are summed (``where`` masks, fp32), a
 finished bag is stored once and an unfinished one carried. No shared-memory staging and no per-bag program start.
 
-**What the shipped kernel wastes (sm_90 SASS of its [128, 16 warps] / [64, 8] / [32, 4] configs under Triton 3.6).**
-One program per bag; ptxas, left to itself at 56-64 registers, interleaves the adds with the row loads: a thread
-issues 3-4 of its 8 row loads, waits, adds, issues the rest, and its first gather waits for its index load. A bag
-costs two to three dependent DRAM round trips and every one of the 8192 programs starts cold; its device time falls
-from 121.5 us cold to 115.3 us warm (session 13, ``gap2_shipped.csv``): latency sets its pace. The same interleaving
-happens here without a register budget (80 registers for [32 rows, 1 warp]: 6 of 32 row loads in flight). **The fix is
-``maxnreg``**: with the caps below ptxas (Triton 3.6, sm_90) issues every row load of a tile, and the next tile's
-index load, before the first select or add (checked in the SASS of each config), and the caps also fix the residency:
-[32 rows, 4 warps, maxnreg 64] 64 registers -> 8 programs per SM; [32, 2, 128] 126 -> 8; [16, 1, 168] 153 -> 12; [64,
-4, 128] 126 -> 4; [128, 16, 64] 64 -> 2 (no spills; a [64, 8, 64] config issued its next index load after the first
-adds and was dropped). Each keeps 192-256 rows (96-128 KB) per SM in flight while it waits, ~13-17 MB on 132 SMs,
-against the ~6-8 MB that ~4.2 TB/s at ~1.5-2 us of loaded latency needs, so the gaps while a program sums its tile (a
-few hundred cycles per 1-2 us round trip) are covered by the other programs of its SM.
+**Why latency, not bandwidth, limits a gather like this one, and what ``maxnreg`` fixes.** With one program per bag
+(the design this kernel was measured against, sm_90 SASS of its [128, 16 warps] / [64, 8] / [32, 4] configs under
+Triton 3.6) ptxas, left to itself at 56-64 registers, interleaves the adds with the row loads: a thread issues 3-4 of
+its 8 row loads, waits, adds, issues the rest, and its first gather waits for its index load. A bag costs two to three
+dependent DRAM round trips and every one of the 8192 programs starts cold; that kernel's device time falls only from
+121.5 us cold to 115.3 us warm (``outputs/records/dlrm_bench/h200/host-gap/gap/gap2_shipped.csv``): latency sets its
+pace. The same interleaving happens in this kernel without a register budget (80 registers for [32 rows, 1 warp]: 6 of
+32 row loads in flight). With the ``maxnreg`` caps below ptxas (Triton 3.6, sm_90) issues every row load of a tile,
+and the next tile's index load, before the first select or add (checked in the SASS of each config), and the caps also
+fix the residency: [32 rows, 4 warps, maxnreg 64] 64 registers -> 8 programs per SM; [32, 2, 128] 126 -> 8; [16, 1,
+168] 153 -> 12; [64, 4, 128] 126 -> 4; [128, 16, 64] 64 -> 2 (no spills; a [64, 8, 64] config issues its next index
+load after the first adds and is not among the configs). Each keeps 192-256 rows (96-128 KB) per SM in flight while
+it waits, ~13-17 MB on 132 SMs, against the ~6-8 MB that ~4.2 TB/s at ~1.5-2 us of loaded latency needs, so the gaps
+while a program sums its tile (a few hundred cycles per 1-2 us round trip) are covered by the other programs of its SM.
 
-**Why it should approach the floor (91.7 us; ~430 MB through DRAM with the ~10 % repeated lookups a non-sorting kernel
+**Why it approaches the floor (91.7 us; ~430 MB through DRAM with the ~10 % repeated lookups a non-sorting kernel
 re-reads).** Index loads are never on the critical path (one per program start, the rest one tile ahead), the rows of
 a tile share one round trip, and the grid is one wave sized to what the H200 holds (``PROGS`` per SM x 132 SMs),
 shrunk so every program has the same number of bags: 8192 bags on 1056 slots -> 1024 programs of 8 bags (25 full
-32-row tiles each); all bandwidth-bound at equal shares, they finish together. Predicted before any GPU run: ~430 MB at
-~4.0-4.2 TB/s plus ~2 us of start and drain, ~105-110 us, cold about equal to warm. ``triton.autotune`` (keyed on the
-bag size and dimension) picks the tile, warps and register cap on the GPU (one config under ``TRITON_INTERPRET=1``).
+32-row tiles each); all bandwidth-bound at equal shares, they finish together. Model: ~430 MB at ~4.0-4.2 TB/s plus ~2
+us of start and drain, ~105-110 us, cold about equal to warm. ``triton.autotune`` (keyed on the bag size and
+dimension) picks the tile, warps and register cap on the GPU (one config under ``TRITON_INTERPRET=1``).
 
-Measured on the H200 (session 14's variant run, ``outputs/records/h200-dlrm-s14-variants``): 111.9 us of cold
-device time against the former kernel's 120.5 us (0.928x, interval 0.924-0.933), 1.22x the floor; 0.93x per call
-(interval 0.91-0.95). The prediction above (~105-110 us) was a few percent low.
+Measured on the H200: 105.4 us of cold device time, 1.15x the floor (``outputs/records/dlrm_bench/h200/final``;
+104.0 us in ``outputs/records/dlrm_bench/h200/repeat``). Beside the one-program-per-bag kernel in one run
+(``outputs/records/dlrm_bench/h200/variants-problems-1-9``: this file is the record ``s14-b``, that kernel the
+record ``kbstudy-triton``; device time there with the writing L2 flush): 111.9 against 120.5 us of cold device time
+(0.928x, interval 0.924-0.933), 0.93x per call (interval 0.91-0.95).
 """
 import os
 

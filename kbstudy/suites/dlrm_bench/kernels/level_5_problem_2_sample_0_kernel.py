@@ -1,46 +1,52 @@
 """kbstudy-triton kernel for DLRM-Bench problem 2 (variable-length EmbeddingBag with per-sample weights).
 
-Shipped in session 15; measured as variant ``s15-c`` in ``outputs/records/h200-dlrm-s15-round2`` (37.0 us of device
-time against 49.8 us for session 14's kernel in the same run; ``s15-a`` and ``s15-d`` named below are the other
-candidates of that session, in the same records folders).
+Measured on the H200: 36.8 us of cold device time, 1.33x the floor (``outputs/records/dlrm_bench/h200/final``; 36.1
+us in ``outputs/records/dlrm_bench/h200/repeat``). Beside two other designs in one run
+(``outputs/records/dlrm_bench/h200/variants-problem-2``, where this file is the record ``s15-c``): 37.0 us against
+49.8 us for a grid of 1366 programs with cp.async staging (the record ``kbstudy-triton``; ratio 0.743 [0.729, 0.753]),
+and 36.3 us for the same tile loop with equal bag counts per program instead of equal lookups (``s15-d``), a tie by
+device time (0.981 [0.963, 1.004]); balancing lookups keeps the tail from growing with skewed bag lengths. A
+four-warp, 64-row-tile design (``s15-a``) took 66.7 us against 50.1 us for that 1366-program kernel in
+``outputs/records/dlrm_bench/h200/variants-problem-6``.
 
 **Problem 1's loop at a quarter of the instructions: one warp per program, one warp per 512-byte row, two-bag tiles,
 the bag state in scalars.** A persistent one-wave grid of ``P = PROGS x SMs`` one-warp programs; program p owns the
-bags that *start* in lookups ``[p T / P, (p + 1) T / P)`` (s15-a's partition: every program has ~T / P lookups +- one
-bag, a bag is never split, no cross-program traffic). It walks its lookups in tiles of ``BLOCK_L`` rows cut at the end
-of the second bag they reach (problem 1's two-bag tiles; 98 % full at 16 rows on the problem's lengths). Per tile: all
-``BLOCK_L`` row gathers are issued at once ([BLOCK_L, D] fp32 in registers, one 16-byte vector per lane and row),
-then the next tile's extent is computed from scalars (bag ``a``, its end, the end of bag a + 1, the lengths of bags
-a + 2 and a + 3) and its indices, weights and the next two lengths are requested, then the rows are summed with the
-weights applied in registers (``sum(rows x where(j < ea, w, 0))`` and the rest: 8 FFMA per row and lane, all
-in-thread: the tile's rows sit in each lane's registers, so no shuffle and no cross-warp reduction), a finished bag is
-stored once as one 512-byte row, the open one carried.
+bags that *start* in lookups ``[p T / P, (p + 1) T / P)`` (every program has ~T / P lookups +- one bag, a bag is never
+split, no cross-program traffic). It walks its lookups in tiles of ``BLOCK_L`` rows cut at the end of the second bag
+they reach (problem 1's two-bag tiles; 98 % full at 16 rows on the problem's lengths). Per tile: all ``BLOCK_L`` row
+gathers are issued at once ([BLOCK_L, D] fp32 in registers, one 16-byte vector per lane and row), then the next
+tile's extent is computed from scalars (bag ``a``, its end, the end of bag a + 1, the lengths of bags a + 2 and a + 3)
+and its indices, weights and the next two lengths are requested, then the rows are summed with the weights applied in
+registers (``sum(rows x where(j < ea, w, 0))`` and the rest: 8 FFMA per row and lane, all in-thread: the tile's rows
+sit in each lane's registers, so no shuffle and no cross-warp reduction), a finished bag is stored once as one
+512-byte row, the open one carried.
 
-**Why s15-a lost (66.7 us) and what the shipped kernel (50.1 us) spends** (sm_90 SASS, Triton 3.6): s15-a's [64 rows,
-4 warps] tile loop is 1713 instructions per warp for 16 rows = **107 per row**, with 17 ``BAR.SYNC`` and 228 ``SHFL``
-per tile (three axis-0 sums across four warps, four scalar extractions from a 32-entry window of bag ends, each a
-cross-warp reduction), and its start runs a 2048-wide ``tl.cumsum`` per step (1672 instructions, 228 SHFL): ~24 M warp
-instructions for 221k rows, ~180k per SM, so its programs spend most of their time issuing while no row is in flight.
-The shipped kernel's tile loop is 1274 instructions per 16 rows (**80 per row**: segmented scan, per-row bag search
-over 16 ends, cp.async staging copied back out of shared memory), ~17 M in all, and under Triton 3.6 it takes 193
-registers (not 128): 10 programs per SM, so GROUP 6's 1366 programs need a second wave of 46, and its groups' lookups
-vary by +-23 % (the longest programs form the tail). Here the tile loop is 359 instructions per 16 rows (**22 per
-row**, 0 SHFL; the 4 ``BAR.SYNC`` are one-warp layout copies of the index vector): ~5 M warp instructions in all.
+**Why it takes fewer instructions than the other two designs** (sm_90 SASS, Triton 3.6): the four-warp design's [64
+rows, 4 warps] tile loop is 1713 instructions per warp for 16 rows = **107 per row**, with 17 ``BAR.SYNC`` and 228
+``SHFL`` per tile (three axis-0 sums across four warps, four scalar extractions from a 32-entry window of bag ends,
+each a cross-warp reduction), and its start runs a 2048-wide ``tl.cumsum`` per step (1672 instructions, 228 SHFL):
+~24 M warp instructions for 221k rows, ~180k per SM, so its programs spend most of their time issuing while no row is
+in flight. The 1366-program kernel's tile loop is 1274 instructions per 16 rows (**80 per row**: segmented scan,
+per-row bag search over 16 ends, cp.async staging copied back out of shared memory), ~17 M in all, and under Triton
+3.6 it takes 193 registers (not 128): 10 programs per SM, so its 1366 programs need a second wave of 46, and its
+groups' lookups vary by +-23 % (the longest programs form the tail). Here the tile loop is 359 instructions per 16
+rows (**22 per row**, 0 SHFL; the 4 ``BAR.SYNC`` are one-warp layout copies of the index vector): ~5 M warp
+instructions in all.
 
-**Why it should approach the floor (27.9 us; a copy of the bytes 30.4 us).** sm_90, Triton 3.6 ptxas, no spills, every
+**Why it approaches the floor (27.9 us; a copy of the bytes 30.4 us).** sm_90, Triton 3.6 ptxas, no spills, every
 row load of a tile issued before the first FFMA (checked in the SASS of each config): [16 rows] 116 registers under
 ``maxnreg`` 128 -> 16 programs per SM (2112, ~105 lookups each, at most 155) -> **256 rows (128 KB) in flight per SM**,
 ~17 MB on 132 SMs, as problem 1's kernel, which gathers the same table's random rows at ~3.8 TB/s; [32] 170 under 184
 -> 11 per SM, 352 rows; [8] 80 under 80 -> 25 per SM, 200 rows; [16] at 168 -> 12; [32] at 255 (180) -> 8. A fluid
 model of the grid (equal bandwidth shares, a program at most ~16 rows per us alone) puts the lookup-balanced tail at
-~1.7 us, against ~3.3 us for equal bag counts (``s15-d``). **Start**: the first bag of a program is found from the
-shorter end of the lengths (whole 1024-length steps summed, 158 instructions each, one cumsum in the last step:
-at most 5 steps, ~3 on average); the lengths are cold after the L2 flush, so the first 128 programs each issue one
+~1.7 us, against ~3.3 us for equal bag counts. **Start**: the first bag of a program is found from the shorter end of
+the lengths (whole 1024-length steps summed, 158 instructions each, one cumsum in the last step: at most 5 steps, ~3
+on average); the lengths are cold after the L2 flush, so the first 128 programs each issue one
 ``cp.async.bulk.prefetch.L2`` of 512 bytes of them (all 64 KB requested at once; the later steps hit the L2) and every
 program prefetches its own indices and weights (~1.3 KB), so its first index load after the search hits the L2.
-Expected: first rows ~2-3 us after the launch, ~31 us of gather at ~3.8 TB/s (113 MB of rows, 2.7 MB of indices and
-weights, 4.2 MB of output), ~1.5 us of tail: **~34-36 us cold** against the shipped 50.1 us. ``triton.autotune`` picks
-the tile and the programs per SM on the GPU (one config under ``TRITON_INTERPRET=1``, which never prefetches).
+Model: first rows ~2-3 us after the launch, ~31 us of gather at ~3.8 TB/s (113 MB of rows, 2.7 MB of indices and
+weights, 4.2 MB of output), ~1.5 us of tail: ~34-36 us cold. ``triton.autotune`` picks the tile and the programs per
+SM on the GPU (one config under ``TRITON_INTERPRET=1``, which never prefetches).
 """
 import os
 

@@ -1,8 +1,8 @@
 """kbstudy-triton candidate for DLRM-Bench problem 4 (EmbeddingBag sum backward to a dense weight gradient).
 
 The dense gradient (num_embeddings x dim, 2 GB at full size) is written exactly once, with no sort, no float atomics,
-no zero-fill pass over it and, unlike the session-12 kernel, no zero fill of the row table either: a call is two Triton
-launches and one allocation (the output).
+no zero-fill pass over it and no zero fill of the row table either: a call is two Triton launches and one allocation
+(the output).
 
 1. ``last`` (one int32 per table row, 16 MB) and ``link`` (one int32 per lookup, 3.3 MB) are scratch kept per device
    and shape (as problems 7 and 12 keep theirs), zeroed once when allocated. Every call takes a new *epoch* (odd,
@@ -12,14 +12,14 @@ launches and one allocation (the output).
    epoch bits: 511 calls, then one ``zero_()`` of ``last`` and the epochs start again (entries of old epochs could
    otherwise match); with fewer than 8 epoch bits (n >= 2**22) the entries are int64 (epochs up to 2**31 - 1).
 2. Triton ``_link_kernel``, one pass over the (int64, unconverted) lookups: lookup ``j`` of row ``r`` swaps its
-   entry into ``last[r]`` (one *relaxed* int32 ``atomic_xchg``: nothing has to be published before it, unlike the
-   session-12 forward lists whose acq_rel exchange fences every lookup) and keeps the displaced lookup as
+   entry into ``last[r]`` (one *relaxed* int32 ``atomic_xchg``: nothing has to be published before it, unlike
+   forward lists, whose acq_rel exchange fences every lookup) and keeps the displaced lookup as
    ``link[j]`` (0 if the displaced entry is of an older epoch), so a row's lookups form one list that runs backwards
    from its final ``last`` entry. A lookup that displaced one of this call's entries also sets the row's repeat flag
    with a relaxed ``atomic_or`` on the same word (same thread, same address, so it lands after its swap): the final
    entry of a row carries the flag iff the row has two or more lookups (73k of the 741k touched rows at full size),
    and only those rows ever read ``link``. Per lookup: an 8-byte index load, one exchange, a 4-byte store (plus an
-   ``or`` for the 78k repeats), against the session-12 kernel's fenced exchange and three stores; 819,200 lookups in
+   ``or`` for the 78k repeats), against a fenced exchange and three stores for forward lists; 819,200 lookups in
    800 programs of 1024 (8 per thread, all in flight at once; 48 registers).
 3. Triton ``_dense_grad_kernel``: a grid of programs each owning ``TILES`` consecutive tiles of ``BLOCK_R``
    consecutive rows. Per tile: one load of the rows' ``last`` words (the next tile's are loaded before this tile's
@@ -29,26 +29,29 @@ launches and one allocation (the output).
    masked only at the table's end; 16-byte ``st.global.cs`` vectors, evict-first in L2, so the 2 GB stream does not
    push the gathered rows out).
 
-Why it should approach the floor (2 GB of compulsory writes, 486 us): the session-12 dense kernel (560 us on the H200)
-writes the 82 % untouched rows from one kind of program, with holes, and the 741k touched rows (377 MB) from another,
-in lookup order, i.e. 512-byte writes at random places, each reopening a DRAM page that its zero neighbours were
+Why it approaches the floor (2 GB of compulsory writes, 486 us): a dense kernel that writes the 82 % untouched rows
+from one kind of program, with holes, and the 741k touched rows (377 MB) from another, in lookup order (the design of
+the record ``kbstudy-triton`` in ``outputs/records/dlrm_bench/h200/variants-problem-4``, whose dense kernel alone took
+~560 us on the H200), makes 512-byte writes at random places, each reopening a DRAM page that its zero neighbours were
 written to at another time. Here every row of the table is written once, in address order, by the program owning its
 tile, each tile as one contiguous 16-32 KB burst: a pure streaming write, whose only extra traffic is 16 MB of
 ``last`` reads and L2-resident gathers. Latency: a program holds its tile in registers from the ``last`` load to the
 store (an L2 gather and, for 45 % of 32-row tiles, one more); with [32 rows, 4 warps] at 56 registers, 9 programs per
 SM hold 144 KB of tiles, which covers 4.5 us per tile at the 32 GB/s per SM that 4.2 TB/s asks for; the prefetching
 configs (``TILES`` > 1) take the DRAM load off that path for the autotuner to choose if latency is what limits.
-Before the dense kernel, the call no longer pays the 16 MB memset's launch (the device idled while the host enqueued
-it and the link kernel; ~9 us of host time per call), and the link kernel issues relaxed exchanges instead of fenced
-ones (its 819k exchanges now miss L2 on a cold table instead of hitting a freshly zeroed one: ~403k random 32-byte
-sectors). A repeated row's fp32 summation order is the GPU's exchange order, reversed (as in the session-12 kernel, not
+Before the dense kernel, the call pays no 16 MB memset launch (with one, the device idles while the host enqueues it
+and the link kernel; ~9 us of host time per call), and the link kernel issues relaxed exchanges instead of fenced
+ones (its 819k exchanges miss L2 on a cold table, where after a zero fill they would hit a freshly zeroed one: ~403k
+random 32-byte sectors). A repeated row's fp32 summation order is the GPU's exchange order, reversed (not
 deterministic; rows with one or two lookups are bit-identical to eager). ``triton.autotune`` picks the tile shape on
 the GPU (one config under ``TRITON_INTERPRET=1``); the dense kernel only reads its inputs and the scratch, so its
 tuning runs need no state restored.
 
-Measured on the H200 in session 13's variant run (`outputs/records/h200-dlrm-s13-variants`, `s13-a`): 507.1 us of
-device time against the session-12 kernel's 575.8 us in the same run, per call 0.89x of it (0.84-0.91), 1.25x of the
-floor.
+Measured on the H200: 510.8 us of cold device time, 1.06x the floor (483.0 us;
+``outputs/records/dlrm_bench/h200/final``; 508.9 us in ``outputs/records/dlrm_bench/h200/repeat``). Beside the
+forward-list kernel with a zero-filled row table in one run (``outputs/records/dlrm_bench/h200/variants-problem-4``:
+this file is the record ``s13-a``, that kernel the record ``kbstudy-triton``): 507.1 against 575.8 us of device time,
+per call 0.89x of it (0.84-0.91).
 """
 import os
 

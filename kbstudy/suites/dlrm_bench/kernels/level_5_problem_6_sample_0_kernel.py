@@ -1,7 +1,11 @@
 """kbstudy-triton kernel for DLRM-Bench problem 6 (int8 row-wise quantized EmbeddingBag, dequantize + sum).
 
-Shipped in session 15; measured as variant ``s15-a`` in ``outputs/records/h200-dlrm-s15-variants`` and
-``outputs/records/h200-dlrm-s15-round2`` (46.3 us of device time against 59.7-59.8 us for session 14's kernel).
+Measured on the H200: 46.0 us of cold device time, 1.76x the floor (``outputs/records/dlrm_bench/h200/final``; 44.2
+us in ``outputs/records/dlrm_bench/h200/repeat``), where reading the lookups' 740,759 distinct random 136-byte rows
+alone takes 44.1 us (``outputs/records/dlrm_bench/h200/variants-problem-5``, ``scripts/bench_random_rows.py``). Beside
+a cp.async-pipelined kernel in two runs (``outputs/records/dlrm_bench/h200/variants-problem-6`` and
+``outputs/records/dlrm_bench/h200/variants-problem-2``, where this file is the record ``s15-a`` and that kernel the
+record ``kbstudy-triton``): 46.3 us of device time against 59.7 and 59.8 us.
 
 **Rows gathered into registers, 16 lanes per row, no cross-thread work per step, ~19 warp instructions per row
 instead of ~40.** A program (one warp) owns consecutive groups of ``BB`` bags and walks them as one stream of steps
@@ -12,13 +16,13 @@ start). A step is R = 2 T = 4 lookups (D = 128) of each bag of its group: two ha
 layout (so no layout conversion). Each lane keeps 8 columns x its rows' accumulators; the sum over a bag's rows is
 in-thread (``acc += (c - 128) s``, one FFMA per code, per half), the 2 row sets of a warp are added once per bag.
 Codes become fp32 by one ``prmt`` (bytes [c, 0, 0, 0x4B] = 2^23 + c) and one FADD (inline PTX on the GPU, shifts
-under the interpreter); ``c s + b = (c - 128) s + (b + 128 s)`` as in session 14's kernel. The indices are loaded
-two steps ahead and a step's rows one step ahead of the step that sums them, in registers (no ``cp.async``: the
-shipped kernel's pipeliner waits on one FIFO of copy groups, so each step's wait also drained the next step's index
-copy and every step paid a full DRAM round trip with the whole chip's rows issued in one burst).
+under the interpreter); ``c s + b = (c - 128) s + (b + 128 s)``. The indices are loaded two steps ahead and a
+step's rows one step ahead of the step that sums them, in registers (no ``cp.async``: Triton's pipeliner waits on one
+FIFO of copy groups, so in the cp.async-pipelined kernel each step's wait also drains the next step's index copy and
+every step pays a full DRAM round trip with the whole chip's rows issued in one burst).
 
-**What the shipped kernel costs (Triton 3.6, sm_90 SASS).** Its [4, 8, 4, 3] config runs 1300 instructions per
-32-row step, ~40 warp instructions per row (165 SHFL: its UNROLL reduction is across lanes; 4-5 ops to unpack a
+**What the cp.async-pipelined kernel costs (Triton 3.6, sm_90 SASS).** Its [4, 8, 4, 3] config runs 1300 instructions
+per 32-row step, ~40 warp instructions per row (165 SHFL: its UNROLL reduction is across lanes; 4-5 ops to unpack a
 code); on 1024 one-warp programs (7.75 per SM, ~2 per scheduler) that is ~62k issue cycles per scheduler, ~33 us
 at 1.9 GHz, more than half of its 59.8 us. Its [4, 8, 8, 3] config spills under Triton 3.6 (255 registers, 224 bytes
 of stack). Here the loop is 301 instructions per 16-row step ([BB 4], ptxas of Triton 3.6): 64 PRMT + 72 FADD + 72
@@ -37,8 +41,9 @@ warp: 248-496 rows, 5-10 MB on 132 SMs, against the ~4-6 MB that ~4 TB/s at 1-1.
 Moved: every lookup's row (no sort; ~10 % repeats, some of them L2 hits): five 32-byte sectors each (136 bytes
 starting 0, 8, 16 or 24 bytes into a sector), ~131 MB, plus 6.5 MB of indices and 4.2 MB of output -> ~142 MB,
 33 us at the 4.27 TB/s copy rate: the target (32.7 us) is out of reach of any kernel that reads every lookup's row
-through 32-byte sectors; a kernel at DRAM speed for those sectors would be ~1.3x the floor. Expected: ~38-45 us
-(random 160-byte spans do not reach the copy rate; problem 1's 512-byte rows reach 3.8 TB/s). ``triton.autotune``
+through 32-byte sectors; a kernel at DRAM speed for those sectors would be ~1.3x the floor. Model: ~38-45 us
+(random 160-byte spans do not reach the copy rate; problem 1's 512-byte rows reach 3.8 TB/s); measured 44.2-46.3 us
+(above). ``triton.autotune``
 (keyed on L and D; L is a compile-time constant, so the step count and the masks' absence are too) picks the config
 on the GPU; one config under ``TRITON_INTERPRET=1``.
 """

@@ -14,10 +14,13 @@
   ordering would give a wrong answer, never a hang). The last ticket resets the counter for the next call; the
   status words need no reset (the epoch changes every call).
 
-Why it should approach the floor: the floor is 7 us (31 MB), under one launch on the H200, so the call is
-launch-bound; the former version used two launches (hash + block sums, then offsets), eager PyTorch five
-(``remainder``, ``cumsum``, ``pad``, ``cat``). One launch, one allocation, each input byte read once and each output
-byte written once. The counter and status words are scratch allocated once per device.
+Why one launch: the floor is 7 us (31 MB), under one launch on the H200, so the call is launch-bound; a two-pass
+scan needs two launches (hash + block sums, then offsets), eager PyTorch five (``remainder``, ``cumsum``, ``pad``,
+``cat``). One launch, one allocation, each input byte read once and each output byte written once. The counter and
+status words are scratch allocated once per device.
+
+Measured on the H200: 15.1 us of cold device time, 2.10x the floor (7.2 us), where a plain copy of the same 30.7 MB
+takes 11.9 us, 1.65x the floor (``outputs/records/dlrm_bench/h200/final``).
 """
 import os
 

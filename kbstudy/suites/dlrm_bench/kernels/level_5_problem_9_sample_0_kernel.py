@@ -1,18 +1,19 @@
-"""kbstudy-triton candidate for DLRM-Bench problem 9 (DLRM pairwise dot interaction). Session 14's variant ``s14-a``
-(one whole sample per iteration, whole-sample L2 prefetch), shipped in session 14.
+"""kbstudy-triton candidate for DLRM-Bench problem 9 (DLRM pairwise dot interaction): one whole sample per
+iteration, whole-sample L2 prefetch.
 
 A persistent grid (``PPS`` programs per SM, 1 or 2 warps each) walks samples pid, pid + G, pid + 2G, ... (G = the
 grid). One loop iteration is one WHOLE sample: its 27 vectors (row 0 = dense, read through ``sparse_ptr`` + (dense -
 sparse); rows 1..26 = sparse; rows 27..31 masked to zero) as ``NCHUNK`` = 4 loads of [32, 32] columns, which the
 pipeliner issues together as 16-byte ``cp.async`` one or two iterations ahead (``num_stages`` 3 / 4), so the memory
-system sees each sample's 13,312 contiguous sparse bytes (plus its 512-byte dense row) requested at once. The shipped
-kernel asks for 128-byte column chunks of every 512-byte row, the four chunks of a row ~2.5 us apart, i.e. random
-128-byte reads at 512-byte stride from the DRAM's point of view. On top, one thread of each program issues
+system sees each sample's 13,312 contiguous sparse bytes (plus its 512-byte dense row) requested at once. A kernel
+that walks chunks of 4 samples column chunk by column chunk (the one this file was measured against, below) asks for
+128-byte column chunks of every 512-byte row, the four chunks of a row ~2.5 us apart, i.e. random 128-byte reads at
+512-byte stride from the DRAM's point of view. On top, one thread of each program issues
 ``cp.async.bulk.prefetch.L2`` (sm_90 TMA, no destination, no register, nothing to wait for) for the sample ``PF``
 iterations ahead: one bulk request for its sparse rows, one for its dense row. In Triton 3.6's SASS the prefetch and
 the next sample's ``cp.async`` both sit at the end of the loop body, so ``PF`` = ``num_stages`` puts the prefetch one
 iteration (~3 us) ahead of the copy: the copies hit the L2, and the DRAM streams whole samples as a copy does.
-The arithmetic is the shipped kernel's: fp32 accuracy from a 2-pass TF32 split (``H`` = T with the low 13 mantissa
+The arithmetic is that kernel's: fp32 accuracy from a 2-pass TF32 split (``H`` = T with the low 13 mantissa
 bits cleared, ``L = T - H``, ``Z = H H^T + C + C^T`` with ``C = H L^T``; 2 dots of [32, 32] x [32, 32] per chunk,
 emulated max error 3.7e-5 against float64, 0.11 of KernelBench's 1e-4), 2D dots (no batch dimension), the strict
 lower triangle stored to ``D + i(i-1)/2 + j`` (one row per warp store: coalesced), the dense row copied from a
@@ -20,9 +21,9 @@ separate 512-byte load (an L2 hit); inputs read once, output written once (the c
 
 Numbers (H200: 132 SMs, 4.27 TB/s copy; floor 30.3 us for 113 MB read + 15.7 MB written): per SM 62-63 samples,
 ~975 KB, i.e. ~32 KB/us. Bytes in flight per SM from the copies alone: 6 programs x 1-2 samples x 13.8 KB = 83-166 KB
-(the shipped kernel: 4 programs x 1-2 chunks of 4 samples = 55-110 KB), plus ~792 x 13.8 KB = 11 MB of prefetches
+(the chunked kernel: 4 programs x 1-2 chunks of 4 samples = 55-110 KB), plus ~792 x 13.8 KB = 11 MB of prefetches
 ahead in the whole GPU (2.6 us of DRAM time; 11-18 MB of the 50 MB L2 held at once). Per sample (Triton 3.6 SASS,
-loop body): 1 warp: 1,193 warp instructions, 256 HMMA.1688.TF32, 65 LDSM, 32 LDGSTS, 35 STG (the shipped kernel:
+loop body): 1 warp: 1,193 warp instructions, 256 HMMA.1688.TF32, 65 LDSM, 32 LDGSTS, 35 STG (the chunked kernel:
 ~1,600); 2 warps (``warpsPerCTA`` [2, 1], 16 rows each, B loaded by both): 2 x 827, 2 x 128 HMMA. Per SM 15.9k HMMA
 (~17 us at mma.sync's ~2 clk per HMMA.1688 per SM, half of wgmma's TF32 rate) and 58-87k other instructions over
 4 schedulers (8-11 us): below the 30 us of HBM time, with 6-12 warps per SM to overlap them. The grid is
@@ -32,10 +33,11 @@ wave; with the usual round-robin placement each SM gets 62-63 samples. The 2-sta
 other programs (10 per SM) and the L2 prefetch hide it. ``triton.autotune`` picks warps, stages, PPS and PF (PF 0:
 no prefetch) on the GPU; one config under ``TRITON_INTERPRET=1``, which never prefetches (no inline assembly there).
 
-Measured on the H200 (session 14's variant run, ``outputs/records/h200-dlrm-s14-variants``): 43.4 us of cold device
-time against the former kernel's 46.9 us (0.926x, interval 0.910-0.938), 1.43x the floor; 0.91x per call (interval
-0.86-0.94). Not within 1.25x of the floor (37.9 us); a plain copy of the problem's 129 MB took 34.6 us in the same
-run (1.14x the floor).
+Measured on the H200: 37.7 us of cold device time, 1.247x the floor (30.2 us; ``outputs/records/dlrm_bench/h200/final``;
+37.5 us, 1.22x, in ``outputs/records/dlrm_bench/h200/repeat``), where a plain copy of the problem's 129 MB takes 30.9
+us. Beside the chunked kernel in one run (``outputs/records/dlrm_bench/h200/variants-problems-1-9``: this file is the
+record ``s14-a``, that kernel the record ``kbstudy-triton``; device time there with the writing L2 flush): 43.4
+against 46.9 us of cold device time (0.926x, interval 0.910-0.938), 0.91x per call (interval 0.86-0.94).
 """
 import os
 
