@@ -19,10 +19,11 @@ from kbstudy.analysis import headline
 from kbstudy.analysis import published
 
 from kbstudy.analysis import scoring
+from kbstudy.pipeline.data import resolve_kernelbench_dir
 from kbstudy.records.store import RecordStore
 
 REPO = Path(__file__).resolve().parent.parent
-KB = Path(os.environ.get("KBSTUDY_KERNELBENCH_DIR", REPO.parent / "shared" / "kernelbench"))
+KB = resolve_kernelbench_dir(required=False)
 H200 = REPO / "outputs" / "records" / "h200-level1-fp32"
 SMOKE = REPO / "outputs" / "records" / "h200-smoke"
 FIRST4 = REPO / "outputs" / "records" / "h200-level1-fp32-first4"
