@@ -51,6 +51,8 @@ def fetch_command(
 def where_command(
         kernelbench_dir: Annotated[Optional[Path], typer.Option(
             "--kernelbench-dir", help="a folder to check instead of the resolution")] = None,
+        path_only: Annotated[bool, typer.Option(
+            "--path-only", help="print only the folder, without checking its files (for scripts)")] = False,
 ) -> None:
     """Print the data folder the study reads and check its files.
 
@@ -61,6 +63,9 @@ def where_command(
         looked = ", ".join(f"{path} ({lbl})" for lbl, path in (places[:1] if label else places))
         raise _fail(f"no KernelBench data folder ({looked}); run `{FETCH_COMMAND}`, or set "
                     f"${KERNELBENCH_DIR_ENV}", code=1)
+    if path_only:
+        typer.echo(str(folder))
+        return
     typer.echo(f"{folder}  ({label})")
     states = check_folder(folder)
     for name, state in states.items():

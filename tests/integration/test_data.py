@@ -209,6 +209,8 @@ def test_the_cli_fetches_through_a_mirror_and_where_checks_it(tmp_path, upstream
     assert _tree(dest) == _tree(shared)
     where = runner.invoke(app, ["data", "where", "--kernelbench-dir", str(dest)])
     assert where.exit_code == 0 and where.output.count(" ok ") == len(data.TARGETS), where.output
+    path_only = runner.invoke(app, ["data", "where", "--path-only", "--kernelbench-dir", str(dest)])
+    assert (path_only.exit_code, path_only.output) == (0, f"{dest}\n")
     (dest / "README.md").unlink()
     where = runner.invoke(app, ["data", "where", "--kernelbench-dir", str(dest)])
     assert where.exit_code == 1 and "missing  README.md" in where.output
