@@ -17,7 +17,8 @@ install:
 	$(PYTHON) -m pip install $(TORCH_INDEX) "$(TORCH_SPEC)"
 	$(PYTHON) -m pip install -e ".[test]"
 
-# the KernelBench data folder (problems, leaderboard kernels, baselines); empty: the CLI's default, ../shared/kernelbench
+# the KernelBench data folder (problems, leaderboard kernels, baselines); empty: $KBSTUDY_KERNELBENCH_DIR, else
+# data/kernelbench (`kbstudy data fetch`), else ../shared/kernelbench (kbstudy.pipeline.data.resolve_kernelbench_dir)
 KERNELBENCH_DIR ?=
 KERNELBENCH_ARG = $(if $(KERNELBENCH_DIR),--kernelbench-dir "$(KERNELBENCH_DIR)")
 

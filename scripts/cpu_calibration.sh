@@ -3,9 +3,9 @@
 # lanes (fp32 and bf16 run side by side on a 2-core machine). Resumable: a rerun evaluates only what is missing.
 # Measured wall times on 2 cores are in docs/notebooks.md (notebook 02).
 #
-#   bash scripts/cpu_calibration.sh [KERNELBENCH_DIR]     # default ../shared/kernelbench
+#   bash scripts/cpu_calibration.sh [KERNELBENCH_DIR]     # default: `kbstudy data where` (data/kernelbench, ...)
 set -euo pipefail
-KB=${1:-../shared/kernelbench}
+KB=${1:-$(python -m kbstudy data where --path-only)}
 OUT=outputs/records/kernelbench/cpu/calibration
 SCALE=0.015625        # 1/64 of every module-level size (kbstudy.harness.problems.scale_source)
 DLRM_SCALE=0.001953125  # 1/512: DLRM-Bench's CPU scale (outputs/records/dlrm_bench/cpu/study)

@@ -30,10 +30,11 @@ import torch
 
 from kbstudy.harness.candidates import load_candidates
 from kbstudy.harness.problems import load_problems, scale_source
+from kbstudy.pipeline.data import resolve_kernelbench_dir
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "kbstudy" / "examples" / "triton"
-KERNELBENCH = Path(os.environ.get("KBSTUDY_KERNELBENCH_DIR", REPO.parent / "shared" / "kernelbench"))
+KERNELBENCH = resolve_kernelbench_dir(required=False)
 PROBLEMS_JSONL = KERNELBENCH / "kernelbench_levels_1-3.jsonl"
 SIZE_SCALE = 0.0625
 TOL = {torch.float32: 1e-4, torch.bfloat16: 2e-2}

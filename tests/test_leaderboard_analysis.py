@@ -19,13 +19,14 @@ from kbstudy.analysis import headline
 from kbstudy.analysis import published
 
 from kbstudy.analysis import scoring
+from kbstudy.pipeline.data import resolve_kernelbench_dir
 from kbstudy.records.frames import load_frames
 from kbstudy.records.store import RecordStore
 
 from committed import RECORDS, committed_records
 
 REPO = Path(__file__).resolve().parent.parent
-KB = Path(os.environ.get("KBSTUDY_KERNELBENCH_DIR", REPO.parent / "shared" / "kernelbench"))
+KB = resolve_kernelbench_dir(required=False)
 H200 = RECORDS / "kernelbench" / "h200" / "level1-fp32"
 SMOKE = RECORDS / "kernelbench" / "h200" / "smoke"
 FIRST4 = RECORDS / "kernelbench" / "h200" / "level1-fp32-first4"

@@ -11,10 +11,11 @@ import pytest
 
 from kbstudy.harness.config import NoGPUError, resolve_device
 from kbstudy.pipeline import study as study_mod
+from kbstudy.pipeline.data import resolve_kernelbench_dir
 from kbstudy.records.store import RecordStore
 
 REPO = Path(__file__).resolve().parent.parent
-KERNELBENCH = REPO.parent / "shared" / "kernelbench"
+KERNELBENCH = resolve_kernelbench_dir(required=False)
 needs_kernelbench = pytest.mark.skipif(not (KERNELBENCH / "kernelbench_levels_1-3.jsonl").exists(),
                                        reason="KernelBench data not found")
 

@@ -9,9 +9,11 @@ from typing import List, Optional
 import typer
 
 from kbstudy.pipeline.calibrate import SHARED_LANE_NUMEL  # a constant; the module loads pandas, not torch
+from kbstudy.cli.data import app as data_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Compile, verify and time LLM-generated GPU kernels; profile real workloads.")
+app.add_typer(data_app, name="data")
 
 
 def _fail(message: str) -> None:

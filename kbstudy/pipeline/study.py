@@ -3,7 +3,7 @@
 A *study file* (``params/study/*.yaml``; JSON-compatible YAML) names evaluation runs and notebooks::
 
     name: cpu-default                      # reports go to outputs/reports/<name>/ unless `reports` says otherwise
-    kernelbench_dir: ../shared/kernelbench # relative to the repository root; "{kernelbench_dir}" expands in paths
+    kernelbench_dir: data/kernelbench      # optional (default: kbstudy.pipeline.data.resolve_kernelbench_dir)
     runs:
       - run: cpu-default                   # EvaluationRecord.run
         problems: {path: "{kernelbench_dir}/kernelbench_levels_1-3.jsonl", levels: [1]}   # + problem_ids, version
@@ -56,12 +56,12 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from kbstudy.harness.config import NoGPUError, resolve_device
+from kbstudy.pipeline.data import resolve_kernelbench_dir
 from kbstudy.records.provenance import REPO_ROOT
 
 STUDY_DIR = Path("params") / "study"
 CPU_DEFAULT_STUDY = STUDY_DIR / "cpu_default.yaml"
 GPU_DEFAULT_STUDY = STUDY_DIR / "h200_level1_fp32.yaml"
-DEFAULT_KERNELBENCH_DIR = "../shared/kernelbench"
 NULL_PREFIX = "null:"
 #: Per-cell papermill timeout (s): the analysis notebooks only read records, a cell never needs minutes.
 NOTEBOOK_CELL_TIMEOUT_S = 600
@@ -164,7 +164,8 @@ def load_study(study_file: str | os.PathLike, *, root: str | os.PathLike | None 
     """Parse and validate a study file (format in the module docstring).
 
     ``root`` (default: the repository root) anchors relative paths; ``kernelbench_dir`` overrides the file's
-    (default ``../shared/kernelbench``). Raises ``FileNotFoundError`` or :class:`StudyError`.
+    (default: :func:`kbstudy.pipeline.data.resolve_kernelbench_dir`). Raises ``FileNotFoundError`` or
+    :class:`StudyError`.
     """
     root = Path(root).resolve() if root is not None else find_project_root(Path(__file__).parent)
     path = project_path(study_file, root)
@@ -172,7 +173,8 @@ def load_study(study_file: str | os.PathLike, *, root: str | os.PathLike | None 
     name = data.get("name")
     if not name or not isinstance(name, str):
         raise StudyError(f"{path}: a study needs a string `name`")
-    kb_dir = project_path(kernelbench_dir or data.get("kernelbench_dir") or DEFAULT_KERNELBENCH_DIR, root)
+    kb_dir = resolve_kernelbench_dir(kernelbench_dir or data.get("kernelbench_dir"), root=root,
+                                     required=bool(data.get("runs")))  # a study without runs may not read it
     variables = {"kernelbench_dir": str(kb_dir), "name": name}
     runs = []
     for i, run in enumerate(data.get("runs") or []):
@@ -492,8 +494,10 @@ def cli_command():
                                                                   "the GPU study with a GPU, else cpu_default)")] = None,
         only_notebooks: Annotated[bool, typer.Option(help="render the notebooks from the records already present")] = False,
         only_evaluations: Annotated[bool, typer.Option(help="run the missing evaluations, render nothing")] = False,
-        kernelbench_dir: Annotated[Optional[str], typer.Option(help=f"KernelBench data folder (default "
-                                                                    f"{DEFAULT_KERNELBENCH_DIR})")] = None,
+        kernelbench_dir: Annotated[Optional[str], typer.Option(help="KernelBench data folder (default: "
+                                                                    "$KBSTUDY_KERNELBENCH_DIR, else data/kernelbench "
+                                                                    "from `kbstudy data fetch`, else "
+                                                                    "../shared/kernelbench)")] = None,
         dry_run: Annotated[bool, typer.Option(help="list what each run would evaluate, run nothing")] = False,
         progress: Annotated[bool, typer.Option(help="progress bars")] = True,
     ) -> None:

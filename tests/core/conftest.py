@@ -16,7 +16,7 @@ from .helpers import LEADERBOARD_FILE, LEVELS_FILE, V0_FILE, kernelbench_path
 
 @pytest.fixture(scope="session")
 def kernelbench_dir() -> Path:
-    """``$KBSTUDY_KERNELBENCH_DIR``, default ``<repo>/../shared/kernelbench``; skips when the data is absent."""
+    """The KernelBench data folder (:func:`kernelbench_path`); skips when the data is absent."""
     path = kernelbench_path()
     missing = [f for f in (LEVELS_FILE, V0_FILE, LEADERBOARD_FILE) if not (path / f).is_file()]
     if missing:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from kbstudy.pipeline.data import resolve_kernelbench_dir
 
 REPO = Path(__file__).resolve().parents[2]
 LEVELS_FILE = "kernelbench_levels_1-3.jsonl"
@@ -15,8 +16,9 @@ FAST_TIMING = {"warmup_ms": 1, "budget_ms": 20, "min_reps": 3, "max_reps": 5}
 
 
 def kernelbench_path() -> Path:
-    """``$KBSTUDY_KERNELBENCH_DIR``, default ``<repo>/../shared/kernelbench``."""
-    return Path(os.environ.get("KBSTUDY_KERNELBENCH_DIR", REPO.parent / "shared" / "kernelbench"))
+    """The KernelBench data folder (``kbstudy.pipeline.data.resolve_kernelbench_dir``: ``$KBSTUDY_KERNELBENCH_DIR``,
+    the fetched ``data/kernelbench``, then ``<repo>/../shared/kernelbench``)."""
+    return resolve_kernelbench_dir(required=False)
 
 
 def cpu_config(**overrides):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +21,7 @@ import pytest
 import yaml
 
 from kbstudy.harness.problems import load_problems
+from kbstudy.pipeline.data import resolve_kernelbench_dir
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = Path(__file__).resolve().parent / "data"
@@ -33,8 +33,8 @@ API_KEY = "sk-kbstudy-test-5e3f9c0d1b7a"
 
 @pytest.fixture(scope="session")
 def kernelbench_dir() -> Path:
-    """``$KBSTUDY_KERNELBENCH_DIR``, default ``<repo>/../shared/kernelbench``."""
-    path = Path(os.environ.get("KBSTUDY_KERNELBENCH_DIR", REPO.parent / "shared" / "kernelbench"))
+    """The KernelBench data folder (``kbstudy.pipeline.data.resolve_kernelbench_dir``)."""
+    path = resolve_kernelbench_dir(required=False)
     if not (path / "kernelbench_levels_1-3.jsonl").is_file():
         pytest.skip(f"KernelBench problems not found in {path} (set KBSTUDY_KERNELBENCH_DIR)")
     return path
