@@ -9,7 +9,7 @@ import platform
 import subprocess
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]  # kbstudy/records/provenance.py -> the checkout
 
 
 @functools.lru_cache(maxsize=1)
