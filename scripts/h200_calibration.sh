@@ -2,11 +2,11 @@
 # The full-size null calibration of issue #3 on the H200 (outputs/records/h200-calibration, notebook 02): KernelBench
 # level 1, DLRM-Bench, then KernelBench levels 2-3 (folders level23-<precision>), fp32 and bf16. Level 1 and DLRM-Bench
 # run one process per GPU: at full size one needs up to ~100 GB of GPU memory (problem 5 holds ~1e9-element float64
-# references and input sets), and processes sharing a GPU ran out of memory in session 3 (see the folder's README).
+# references and input sets), and processes sharing a GPU at full size ran out of memory (see the folder's README).
 # Levels 2-3 run LANES processes per GPU on the problems small enough to share it, then the large ones alone (LANES
 # below). Resumable: it starts from the committed records and calibrates only the problems without an evaluated
-# record of every null (`--skip-complete`: records of any checks version count, so the checks-v3 records of session
-# 3 are completed under v4, not redone); records whose outcome came from the machine (out of memory, a worker that
+# record of every null (`--skip-complete`: records of any checks version count, so checks-v3
+# records are completed under v4, not redone); records whose outcome came from the machine (out of memory, a worker that
 # died, a reference that could not run) are evaluated again (`--retry-outcome`). The failed attempts stay in the JSONL
 # history; notebook 02 reads the latest record of each null on each problem.
 #
@@ -59,7 +59,7 @@ step() {  # gpu, records prefix, precision, problem options... (LOG_TAG: a suffi
 # inputs and output hold at most kbstudy.analysis.calibration.SHARED_LANE_NUMEL elements are dealt to LANES lanes run at the
 # same time, the larger ones (and those the meta device cannot size) run after them in the solo lane. A calibration
 # times nothing, so sharing changes no recorded value; it overlaps the ~13 s per problem of process starts, input
-# generation and float64 references that left the GPU idle (session 6). LANES=1: one process, as before.
+# generation and float64 references that otherwise leave the GPU idle. LANES=1: one process, as before.
 LANES=${LANES:-3}
 LEVEL23=(--problems "$KB" --level 2 --level 3)
 # The lane plan sizes every level-2/3 problem on the meta device (~2 min of CPU when cold, mostly the level-3 RNNs) and
@@ -83,7 +83,7 @@ level23() {  # gpu, precision
   LOG_TAG=-solo step "$gpu" level23 "$prec" "${args[@]}" --lanes "$LANES" --lane solo
 }
 # DEFER: level-1 problem ids calibrated last, after levels 2-3: 45_Average_Pooling_2D (a 17 GB input, 4.3e9-element
-# float64 references) ran a whole 524 s call at fp32 without finishing one null (session 5), blocking 97-100 behind it
+# float64 references) ran a whole 524 s call at fp32 without finishing one null, blocking 97-100 behind it
 read -r -a DEFER_IDS <<<"${DEFER-45}"  # DEFER="" defers nothing
 LEVEL1_FIRST=(); LEVEL1_DEFERRED=()
 for id in $(seq 1 100); do

@@ -28,11 +28,12 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
-    from kbstudy.pipeline.study import _load_mapping, render_notebook
+    from kbstudy.pipeline.render import render_notebook
+    from kbstudy.pipeline.study_config import load_mapping
 
     tmp = tmp_path_factory.mktemp("nb02")
     calibration = write_calibration_slice(tmp)
-    params = _load_mapping(REPO / "params" / "02_correctness_audit.cpu-default.yaml")
+    params = load_mapping(REPO / "params" / "02_correctness_audit.cpu-default.yaml")
     params.update(records_dirs=[str(calibration), "outputs/records/h200-smoke", "outputs/records/cpu-dlrm"],
                   output_dir=str(tmp / "analysis"))
     written = render_notebook(NOTEBOOK, tmp / "reports" / "02_correctness_audit.ipynb", params, root=REPO, html=False)
@@ -83,9 +84,9 @@ def test_tables_equal_audit(rendered):
 
 
 def test_h200_params_read_each_candidate_once_and_tolerate_a_run_to_come():
-    from kbstudy.pipeline.study import _load_mapping
+    from kbstudy.pipeline.study_config import load_mapping
 
-    params = _load_mapping(REPO / "params" / "02_correctness_audit.h200.yaml")
+    params = load_mapping(REPO / "params" / "02_correctness_audit.h200.yaml")
     folders, missing = audit.expand_records_dirs(params["records_dirs"])
     names = {f.name for f in folders}
     assert names >= {"h200-smoke", "h200-level1-fp32", "level1-fp32", "level1-bf16"}

@@ -1,19 +1,23 @@
-"""kbstudy.pipeline.study: study files, the evaluation step (through the real evaluate_batch, on a tiny CPU config) and the
-notebook step."""
+"""kbstudy.pipeline.study and study_config: study files, the evaluation step (through the real evaluate_batch, on a tiny
+CPU config) and the notebook step."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from kbstudy.harness.orchestrator import resolve_device
 from kbstudy.pipeline import study as study_mod
+from kbstudy.pipeline import study_config
+from kbstudy.pipeline.paths import project_path
 from kbstudy.records.store import RecordStore
 
 REPO = Path(__file__).resolve().parent.parent
-KERNELBENCH = REPO.parent / "shared" / "kernelbench"
+KERNELBENCH = Path(os.environ.get("KBSTUDY_KERNELBENCH_DIR", REPO.parent / "shared" / "kernelbench"))
 needs_kernelbench = pytest.mark.skipif(not (KERNELBENCH / "kernelbench_levels_1-3.jsonl").exists(),
                                        reason="KernelBench data not found")
 
@@ -27,17 +31,17 @@ def _write(path: Path, data: dict) -> Path:
 @needs_kernelbench
 @pytest.mark.parametrize("name", ["cpu_default.yaml", "h200_level1_fp32.yaml"])
 def test_shipped_study_files_parse_and_resolve(name):
-    study = study_mod.load_study(REPO / "params" / "study" / name)
+    study = study_config.load_study(REPO / "params" / "study" / name, kernelbench_dir=KERNELBENCH)
     assert study.runs and study.notebooks
     for nb in study.notebooks:
         assert nb.notebook.exists() and nb.params.exists()
-        params = study_mod.notebook_parameters(nb)
+        params = study_config.notebook_parameters(nb)
         if nb.notebook.name != "01_kernelbench_level1.py":
             continue
         assert {"records_dirs", "output_dir", "precision", "hardware_label", "correctness"} <= set(params)
         # the notebook reads the records its study writes (paths relative to the repository root); the H200 analysis
         # also reads the folders of the other H200 study and the smoke run (tests/test_leaderboard_analysis.py)
-        assert {str(r.records) for r in study.runs} <= {str(study_mod.project_path(d, REPO)) for d in params["records_dirs"]}
+        assert {str(r.records) for r in study.runs} <= {str(project_path(d, REPO)) for d in params["records_dirs"]}
     info = study_mod.run_evaluations(study, dry_run=True)
     run = study.runs[0]
     assert info[run.run]["problems"] == 100
@@ -54,18 +58,24 @@ def test_default_study_follows_the_gpu(monkeypatch):
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert study_mod.default_study_file(REPO).name == "cpu_default.yaml"
+    assert study_config.default_study_file(REPO).name == "cpu_default.yaml"
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    assert study_mod.default_study_file(REPO).name == "h200_level1_fp32.yaml"
+    assert study_config.default_study_file(REPO).name == "h200_level1_fp32.yaml"
 
 
-def test_gpu_run_without_gpu_is_an_error(monkeypatch):
+def test_gpu_run_without_gpu_is_an_error(monkeypatch, tmp_path):
+    """A study run on ``cuda`` where torch sees no GPU: a StudyError saying so and how to render instead (the device
+    is resolved by the harness's one resolve_device)."""
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    with pytest.raises(study_mod.StudyError, match="no GPU"):
-        study_mod.resolve_device("cuda")
-    assert study_mod.resolve_device("auto") == "cpu"
+    with pytest.raises(study_config.StudyError, match="no GPU.*--only-notebooks"):
+        study_mod.study_device("cuda")
+    assert resolve_device("auto") == "cpu"
+    study = study_config.load_study(_write(tmp_path / "s.yaml", {"name": "x", "runs": [
+        {"run": "r", "problems": "p.jsonl", "candidates": [], "records": "o", "device": "cuda"}]}), root=tmp_path)
+    with pytest.raises(study_config.StudyError, match="no GPU"):
+        study_mod.run_evaluations(study, progress=False)
 
 
 @pytest.mark.parametrize("data, message", [
@@ -77,14 +87,14 @@ def test_gpu_run_without_gpu_is_an_error(monkeypatch):
                              "records": "o"}]}, "null:<kind>"),
 ])
 def test_bad_study_files_raise(tmp_path, data, message):
-    with pytest.raises(study_mod.StudyError, match=message):
-        study_mod.load_study(_write(tmp_path / "s.yaml", data), root=tmp_path)
+    with pytest.raises(study_config.StudyError, match=message):
+        study_config.load_study(_write(tmp_path / "s.yaml", data), root=tmp_path)
 
 
 def test_project_path_finds_the_repository_root(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO / "notebooks")
-    assert study_mod.project_path("params") == REPO / "params"
-    assert study_mod.project_path(tmp_path) == tmp_path
+    assert project_path("params") == REPO / "params"
+    assert project_path(tmp_path) == tmp_path
 
 
 @needs_kernelbench

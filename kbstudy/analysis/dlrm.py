@@ -2,7 +2,7 @@
 
 Two layouts are read:
 
-* ``evaluate_batch`` (:func:`kbstudy.suites.dlrm_bench.gpu_run.main`, the current one): ``evaluations.jsonl`` and
+* ``evaluate_batch`` (:func:`kbstudy.suites.dlrm_bench.measurement_run.main`, the current one): ``evaluations.jsonl`` and
   ``references.jsonl`` in the :mod:`kbstudy.records.store` schema (both verdicts, timings), ``floors.jsonl`` (one floor per
   problem) and ``machine.json``. Per problem the record of our candidate (model configuration ``kbstudy-triton``) at
   the problem's precision (:func:`kbstudy.suites.dlrm_bench.problem_precision`) is used, the latest if there are several.
@@ -33,7 +33,7 @@ problem by :func:`compare_runs`; :func:`kernel_moves` and :func:`move_notes` add
 (same ``candidate_sha256``, ours or a variant): how far those moved is the band a changed kernel must leave before a
 difference between the runs says anything about it.
 
-Variants (:func:`variants`): records of other model configurations in the same folder (``gpu_run --candidates``, e.g.
+Variants (:func:`variants`): records of other model configurations in the same folder (``measurement_run --candidates``, e.g.
 another version of one of our kernels), each beside our kernel of the same problem in the same run, with the
 bootstrap interval of variant / ours (:func:`kbstudy.harness.timing.speedup_interval` of the two records' timing samples).
 They never enter :func:`load_run`'s table (it keeps :data:`~kbstudy.suites.dlrm_bench.MODEL_CONFIG` only).
@@ -684,7 +684,7 @@ def _samples(value) -> list | None:
 
 
 def variants(folder: str | Path) -> pd.DataFrame:
-    """The folder's records of other model configurations than ours (``gpu_run --candidates``), one row each
+    """The folder's records of other model configurations than ours (``measurement_run --candidates``), one row each
     (columns :data:`VARIANT_COLUMNS`), beside our kernel's record of the same problem in the same run: medians and
     interquartile ranges, ``variant_over_ours`` (above 1: the variant is slower), ``iqr_disjoint`` (the two
     interquartile ranges do not overlap), each one's speedup over eager with its interval, each one's ratio to the

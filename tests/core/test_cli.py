@@ -121,7 +121,7 @@ def test_summary_prints(cli_run):
 
 def test_failure_reasons_blank_numbers_and_rank():
     pd = pytest.importorskip("pandas")
-    from kbstudy.cli.app import failure_reasons
+    from kbstudy.cli.records import failure_reasons
 
     frame = pd.DataFrame([
         {"model_config": "m", "outcome": "timeout", "error_message": "run: no reply within 60 s", "kbstudy_correct": None,
