@@ -97,6 +97,61 @@ def test_project_path_finds_the_repository_root(tmp_path, monkeypatch):
     assert project_path(tmp_path) == tmp_path
 
 
+def test_notebooks_declare_their_parameters():
+    """Notebook 01 reads the KernelBench data (its ``kernelbench_dir`` parameter); notebooks 02-04 read only records."""
+    declared = study_config.declared_parameters(REPO / "notebooks" / "01_kernelbench_level1.py")
+    assert declared["kernelbench_dir"] == "../shared/kernelbench" and "records_dirs" in declared
+    for name in ("02_correctness_audit.py", "03_addressable_fraction.py", "04_dlrm_bench.py"):
+        assert "kernelbench_dir" not in study_config.declared_parameters(REPO / "notebooks" / name)
+
+
+def _two_notebook_study(tmp_path, kernelbench_dir: str) -> Path:
+    params = _write(tmp_path / "params" / "nb.yaml", {"records_dirs": ["r"], "output_dir": "o"})
+    return _write(tmp_path / "study.yaml", {
+        "name": "pass-through", "kernelbench_dir": kernelbench_dir, "reports": str(tmp_path / "reports"), "runs": [],
+        "notebooks": [{"notebook": str(REPO / "notebooks" / "01_kernelbench_level1.py"), "params": str(params)},
+                      {"notebook": str(REPO / "notebooks" / "02_correctness_audit.py"), "params": str(params)}]})
+
+
+def test_kernelbench_dir_reaches_the_notebooks_that_read_it(tmp_path):
+    """The study's KernelBench folder (the file's, or --kernelbench-dir) is given to every notebook declaring a
+    ``kernelbench_dir`` parameter when it is not the folder the notebook reads by default; a notebook that does not
+    read the data gets nothing, and the default folder adds no parameter (committed renderings stay as they are)."""
+    study_file = _two_notebook_study(tmp_path, "../shared/kernelbench")
+    default = study_config.load_study(study_file, root=tmp_path)
+    assert all("kernelbench_dir" not in study_config.notebook_parameters(nb, default) for nb in default.notebooks)
+    elsewhere = tmp_path.parent / "elsewhere" / "kb"
+    moved = study_config.load_study(study_file, root=tmp_path, kernelbench_dir=elsewhere)
+    nb01, nb02 = (study_config.notebook_parameters(nb, moved) for nb in moved.notebooks)
+    assert nb01["kernelbench_dir"] == str(elsewhere) and nb01["records_dirs"] == ["r"]
+    assert "kernelbench_dir" not in nb02
+    inside = study_config.load_study(study_file, root=tmp_path, kernelbench_dir="data/kernelbench")
+    assert study_config.notebook_parameters(inside.notebooks[0], inside)["kernelbench_dir"] == "data/kernelbench"
+
+
+def test_kbstudy_study_passes_kernelbench_dir_to_the_rendered_parameters(tmp_path, monkeypatch):
+    """``kbstudy study --kernelbench-dir DIR --only-notebooks`` (what ``make render KERNELBENCH_DIR=DIR`` runs): the
+    parameters notebook 01 is rendered with hold DIR."""
+    from typer.testing import CliRunner
+
+    from kbstudy.cli.app import app
+    from kbstudy.pipeline import render
+
+    rendered = {}
+
+    def capture(notebook, output, parameters=None, **kwargs):
+        rendered[Path(notebook).stem] = parameters
+        return {"ipynb": Path(output)}
+
+    monkeypatch.setattr(render, "render_notebook", capture)
+    data = tmp_path / "my-kernelbench"
+    result = CliRunner().invoke(app, ["study", str(_two_notebook_study(tmp_path, "../shared/kernelbench")),
+                                      "--only-notebooks", "--kernelbench-dir", str(data)])
+    assert result.exit_code == 0, result.output
+    assert rendered["01_kernelbench_level1"]["kernelbench_dir"] == str(data)
+    assert "kernelbench_dir" not in rendered["02_correctness_audit"]
+
+
 @needs_kernelbench
 @pytest.mark.slow
 def test_tiny_cpu_study_end_to_end(tmp_path):
@@ -121,7 +176,9 @@ def test_tiny_cpu_study_end_to_end(tmp_path):
         }],
         "notebooks": [{"notebook": str(REPO / "notebooks" / "01_kernelbench_level1.py"), "params": str(params)}],
     })
-    result = study_mod.run_study(study_file, root=REPO, progress=False)
+    data = tmp_path / "kernelbench"  # another path to the same data: reaches notebook 01's parameters
+    data.symlink_to(KERNELBENCH, target_is_directory=True)
+    result = study_mod.run_study(study_file, root=REPO, progress=False, kernelbench_dir=data)
     assert result["runs"]["tiny"]["written"] == 4
     frame = RecordStore(records).evaluations_frame().set_index("model_config")
     assert frame.loc["null:reference", "outcome"] == "evaluated" and frame.loc["null:reference", "kbstudy_correct"]
@@ -132,6 +189,9 @@ def test_tiny_cpu_study_end_to_end(tmp_path):
     # the notebook step: rendered notebook, HTML, and tables equal to scoring on the same records
     assert (tmp_path / "reports" / "01_kernelbench_level1.ipynb").exists()
     assert (tmp_path / "reports" / "01_kernelbench_level1.html").exists()
+    executed = json.loads((tmp_path / "reports" / "01_kernelbench_level1.ipynb").read_text())
+    injected = next(c for c in executed["cells"] if "injected-parameters" in c["metadata"].get("tags", []))
+    assert f"kernelbench_dir = {str(data)!r}".replace("'", '"') in "".join(injected["source"])
     headline = pd.read_csv(tmp_path / "analysis" / "tables" / "headline.csv").set_index("model_config")
     assert headline.loc["claude-3.5-sonnet", "n"] == 0 and headline.loc["claude-3.5-sonnet", "n_skipped"] == 1
     assert headline.loc["null:reference", "kbstudy_correct_pct"] == 100.0
@@ -140,7 +200,7 @@ def test_tiny_cpu_study_end_to_end(tmp_path):
     provenance = json.loads(lines[-1])
     assert provenance["study"] == "tiny" and "git_commit" in provenance
     # resume: nothing new to evaluate
-    again = study_mod.run_study(study_file, root=REPO, progress=False, only_evaluations=True)
+    again = study_mod.run_study(study_file, root=REPO, progress=False, only_evaluations=True, kernelbench_dir=data)
     assert again["runs"]["tiny"]["written"] == 0 and again["runs"]["tiny"]["already_done"] == 4
     # ... and a run that wrote nothing leaves the provenance history as it was (a fresh clone's re-render stays clean)
     assert (tmp_path / "reports" / "study_provenance.jsonl").read_text().splitlines() == lines

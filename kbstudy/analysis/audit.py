@@ -59,7 +59,7 @@ def expand_records_dirs(dirs: Iterable[str | os.PathLike], root: str | os.PathLi
     Returns ``(found, missing)``: the run folders (absolute) and the entries, as given, that hold no records (absent
     folders included: a GPU run that has not happened yet is reported, not an error).
     """
-    from kbstudy.pipeline.study import project_path
+    from kbstudy.pipeline.paths import project_path
 
     found, missing = [], []
     for entry in dirs:
@@ -83,7 +83,7 @@ def load_records(folders: Sequence[str | os.PathLike], root: str | os.PathLike |
     folder relative to ``root``, default the repository root) and ``setting`` (:func:`setting_label`).
     """
     from kbstudy.records.frames import load_frames
-    from kbstudy.pipeline.study import find_project_root
+    from kbstudy.pipeline.paths import find_project_root
 
     root = Path(root) if root is not None else find_project_root()
 

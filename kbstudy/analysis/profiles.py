@@ -51,7 +51,7 @@ def folder_label(folder: str | os.PathLike) -> str:
     """How a records folder is named in tables: its path relative to the repository root
     (:func:`kbstudy.pipeline.study.find_project_root`) when it lies inside it, else the path as given. Keeps absolute paths
     out of rendered notebooks."""
-    from kbstudy.pipeline.study import find_project_root
+    from kbstudy.pipeline.paths import find_project_root
 
     folder = Path(folder)
     try:

@@ -21,13 +21,13 @@ from kbstudy.cli.arguments import fail
 from kbstudy.records.schema import error_headline
 from kbstudy.records.store import RecordStore
 
-#: ``--csv`` without a path: the CSV goes to stdout.
+#: ``--csv -``: the CSV goes to stdout (Unix's convention for a file argument).
 CSV_STDOUT = "-"
 
 
-def _console() -> Console:
+def _console(width: int = 160) -> Console:
     # a log or CI has no terminal width: print tables wide enough that model configurations are not cut off
-    return Console(width=None if sys.stdout.isatty() else 160)
+    return Console(width=None if sys.stdout.isatty() else width)
 
 
 def print_summary(frame, title: str) -> None:
@@ -73,8 +73,12 @@ def failure_reasons(frame, top: int = 5):
     return counts.groupby("model_config").head(top).reset_index(drop=True)
 
 
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
 def _verdict(value) -> str:
-    return "-" if value is None or value != value else ("pass" if value else "fail")
+    return "-" if _missing(value) else ("pass" if value else "fail")
 
 
 def print_per_problem(table: pd.DataFrame, title: str) -> None:
@@ -89,9 +93,9 @@ def print_per_problem(table: pd.DataFrame, title: str) -> None:
     for row in table.to_dict("records"):
         out.add_row(row["problem"], f"{row['model_config']} (sample {row['sample_id']})",
                     *[str(row[c]) for c in extra], row["outcome"], _verdict(row["kernelbench_correct"]),
-                    _verdict(row["kbstudy_correct"]), row["failing_check"] or "-", speedup_text(row),
-                    *([row["error"] or ""] if errors else []))
-    _console().print(out)
+                    _verdict(row["kbstudy_correct"]), "-" if _missing(row["failing_check"]) else row["failing_check"],
+                    speedup_text(row), *(["" if _missing(row["error"]) else row["error"]] if errors else []))
+    _console(240).print(out)
 
 
 def export_command(records: Path = typer.Argument(..., help="records folder")) -> None:
@@ -107,8 +111,8 @@ def summary_command(
     per_problem_rows: bool = typer.Option(False, "--per-problem",
                                           help="one row per problem x candidate: outcome, both verdicts, the failing "
                                                "check, speedup over eager with its interval"),
-    csv: Optional[str] = typer.Option(None, "--csv", is_flag=False, flag_value=CSV_STDOUT, metavar="[PATH]",
-                                      help="write the per-problem table as CSV to PATH (--csv alone: to stdout)"),
+    csv: Optional[str] = typer.Option(None, "--csv", metavar="PATH",
+                                      help="write the per-problem table as CSV to PATH ('-': to stdout)"),
 ) -> None:
     """Print the per-configuration summary table of a records folder, or (--per-problem, --csv) its per-problem
     table."""

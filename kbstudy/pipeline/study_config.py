@@ -217,7 +217,7 @@ def notebook_parameters(spec: NotebookSpec, study: Study | None = None) -> dict:
     if KERNELBENCH_DIR_PARAMETER not in declared:
         return params
     current = params.get(KERNELBENCH_DIR_PARAMETER, declared[KERNELBENCH_DIR_PARAMETER])
-    wanted = Path(study.kernelbench_dir).resolve()
-    if current is None or project_path(current, study.root).resolve() != wanted:
+    wanted = Path(os.path.normpath(project_path(study.kernelbench_dir, study.root)))
+    if current is None or Path(os.path.normpath(project_path(current, study.root))) != wanted:
         params[KERNELBENCH_DIR_PARAMETER] = relative_to_root(wanted, study.root)
     return params

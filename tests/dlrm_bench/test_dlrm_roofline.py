@@ -206,7 +206,7 @@ def test_gpu_floors_time_a_sector_copy_only_where_sectors_exceed_bytes(monkeypat
         asked.append(nbytes)
         return {"copy_ms": nbytes / 1e9, "copy_q1_ms": 0.0, "copy_q3_ms": 0.0, "copy_flush": "read"}
 
-    monkeypatch.setattr(roofline, "copy_at_size", fake_copy)
+    monkeypatch.setattr(measurement_run, "copy_at_size", fake_copy)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     machine = {**dataclasses.asdict(MACHINE), "device": "cuda"}
     _, rows = measurement_run.measure_and_floors("cuda", 1 / 64, [1, 5, 6], seed=42, reps=1, machine_dict=machine)
