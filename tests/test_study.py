@@ -13,7 +13,7 @@ import pytest
 from kbstudy.harness.orchestrator import resolve_device
 from kbstudy.pipeline import study as study_mod
 from kbstudy.pipeline import study_config
-from kbstudy.pipeline.paths import project_path
+from kbstudy.pipeline.paths import find_project_root, project_path
 from kbstudy.records.store import RecordStore
 
 REPO = Path(__file__).resolve().parent.parent
@@ -95,6 +95,8 @@ def test_project_path_finds_the_repository_root(tmp_path, monkeypatch):
     monkeypatch.chdir(REPO / "notebooks")
     assert project_path("params") == REPO / "params"
     assert project_path(tmp_path) == tmp_path
+    # outside any checkout (nbval re-running a notebook copied elsewhere): the folder above the package
+    assert find_project_root(tmp_path) == REPO
 
 
 def test_notebooks_declare_their_parameters():

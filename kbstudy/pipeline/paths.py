@@ -10,18 +10,20 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kbstudy.records.provenance import REPO_ROOT
+#: The folder above the package (kbstudy/pipeline/paths.py -> the repository root of an editable install).
+PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 
 
 def find_project_root(start: str | os.PathLike | None = None) -> Path:
     """The repository root: the nearest folder at or above ``start`` (default: the working directory) holding a
-    ``pyproject.toml`` that names ``kbstudy``; falls back to the folder above the installed package."""
+    ``pyproject.toml`` that names ``kbstudy``; falls back to the folder above the installed package
+    (:data:`PACKAGE_PARENT`)."""
     here = Path(start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         pyproject = folder / "pyproject.toml"
         if pyproject.is_file() and 'name = "kbstudy"' in pyproject.read_text(errors="replace"):
             return folder
-    return REPO_ROOT
+    return PACKAGE_PARENT
 
 
 def project_path(path: str | os.PathLike, root: str | os.PathLike | None = None) -> Path:
