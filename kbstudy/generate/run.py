@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from tqdm.auto import tqdm
+
 import kbstudy
 from kbstudy.generate.client import ChatClient, Completion, RequestFailedError
 from kbstudy.generate.config import ModelConfig, resolve_api_key
@@ -87,8 +89,6 @@ def _record(base: dict, completion: Completion | None, error: RequestFailedError
 
 async def _run(pending: list[tuple[Problem, int, Prompt, str]], config: ModelConfig, store: GenerationStore,
                api_key: str, progress: bool) -> list[GenerationRecord]:
-    from tqdm.auto import tqdm
-
     semaphore = asyncio.Semaphore(config.concurrency)
     provenance = _provenance()
     done: list[GenerationRecord] = []

@@ -32,6 +32,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import torch
+
 from kbstudy.harness.candidates import load_candidates
 from kbstudy.harness.problems import Problem, load_problems, make_problem, scale_source
 from kbstudy.suites.dlrm_bench.roofline import BF16_PROBLEMS
@@ -87,8 +89,6 @@ def instantiate(problem: Problem, candidate_source: str, device: str, seed: int 
     """A candidate's module on ``problem``, as the benchmarks build it: ``(candidate namespace, ModelNew(*init inputs),
     inputs)``, the model and the inputs built on ``device`` (``"cpu"`` or ``"cuda"``) after ``torch.manual_seed(seed)``.
     The namespace is returned so a caller can patch what ``ModelNew.forward`` looks up at call time (``_launch``)."""
-    import torch
-
     ns = exec_source(problem.source, problem.name)
     cn = exec_source(candidate_source, f"cand_{problem.problem_id}")
     with torch.device(device):

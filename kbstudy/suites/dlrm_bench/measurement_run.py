@@ -47,6 +47,8 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
 from kbstudy.harness import execution
 from kbstudy.harness.candidates import load_candidates
 from kbstudy.harness.orchestrator import EvalConfig, evaluate_batch, resolve_device
@@ -70,8 +72,6 @@ def measure_and_floors(device: str, size_scale: float, problem_ids: list[int] | 
     """The machine (``Machine`` as a dict plus ``key``; ``machine_dict`` if given, else measured) and one floor row per
     problem (see the module docstring). Meant for a child process: it opens the device and executes the problems'
     code."""
-    import torch
-
     machine = Machine.from_dict(machine_dict) if machine_dict else measure_machine(device, reps=reps)
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
@@ -100,8 +100,6 @@ def floor_inputs(problem, size_scale: float, device: str, seed: int) -> tuple[di
     (``roofline.numeric_constants``) and, for the problems whose totals are random (:data:`INPUT_DEPENDENT`), the
     input set of ``seed`` built on ``device`` (as the reference process builds the timing pool's first set); ``None``
     for the others."""
-    import torch
-
     ns = exec_source(scale_source(problem.source, size_scale), problem.name)
     inputs = None
     if problem.problem_id in INPUT_DEPENDENT:

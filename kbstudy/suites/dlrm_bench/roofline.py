@@ -52,10 +52,14 @@ s = bytes per element: 4 fp32, 2 bf16, 8 int64 indices).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
+import os
 import statistics
 from typing import Sequence
+
+import torch
 
 from kbstudy.harness.timing import summarize, time_callable, time_device
 from kbstudy.records.provenance import cpu_name
@@ -92,8 +96,6 @@ class Machine:
     def key(self) -> str:
         """A short content hash of the measurement (24 hex digits of the SHA-256 of :meth:`to_json`): what
         ``floors.jsonl`` rows cite as ``machine_key`` (``machine.json`` carries it as ``key``)."""
-        import hashlib
-
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:24]
 
     @classmethod
@@ -295,8 +297,6 @@ def copy_at_size(nbytes: float, device: str, reps: int = 20) -> dict:
     the host hidden, ``reps`` calls): ``{"copy_ms": median, "copy_q1_ms": ..., "copy_q3_ms": ..., "copy_flush":
     the L2 flush's mode}``, times in ms.
     Raises ``ValueError`` on a CPU device (no device time there) or for ``nbytes`` below 2."""
-    import torch
-
     if not device.startswith("cuda"):
         raise ValueError(f"a copy's device time needs a CUDA device, not {device!r}")
     half = int(nbytes) // 2
@@ -333,14 +333,10 @@ def launch_bound(floor_ms_value: float | None, launch_ms: float | None, factor: 
 def _empty_triton_launcher(device: str):
     """A zero-argument callable launching an empty Triton kernel (grid (1,), one pointer argument) on ``device``, or
     ``None`` where Triton cannot launch (no Triton; a CPU without ``TRITON_INTERPRET=1``)."""
-    import os
-
-    import torch
-
     if not device.startswith("cuda") and os.environ.get("TRITON_INTERPRET") != "1":
         return None
     try:
-        import triton
+        import triton  # the triton extra: optional on a CPU machine
     except ImportError:
         return None
 
@@ -375,8 +371,6 @@ def _measure_gather(dev, timer, reps: int, gather_rows: int | None, gather_n: in
     rows in flight per SM hide more of the per-row latency. The floors keep the copy bandwidth (their definition is
     unchanged); this is an extra column a report may show beside them.
     """
-    import torch
-
     kind = "cuda" if dev.type == "cuda" else "cpu"
     n_rows = gather_rows or GATHER_ROWS[kind]
     n = gather_n or GATHER_N[kind]
@@ -413,8 +407,6 @@ def measure_machine(device: str = "cuda", copy_bytes: int | None = None, matmul_
     Gather bandwidth (``details``: ``gather_bytes_per_s``, ``gather_ms``, ``gather_rows``, ``gather_n``,
     ``gather_row_bytes``): see :func:`_measure_gather`. An extra column for reports; no floor uses it.
     """
-    import torch
-
     dev = torch.device(device)
     is_cuda = dev.type == "cuda"
     if is_cuda and not torch.cuda.is_available():
