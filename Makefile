@@ -24,11 +24,11 @@ KERNELBENCH_ARG = $(if $(KERNELBENCH_DIR),--kernelbench-dir "$(KERNELBENCH_DIR)"
 
 # the whole study: missing evaluations, then every notebook (outputs/records/, outputs/reports/)
 study:
-	$(PYTHON) -m kbstudy.pipeline.study $(STUDY) $(KERNELBENCH_ARG)
+	$(PYTHON) -m kbstudy study $(STUDY) $(KERNELBENCH_ARG)
 
 # re-render the reports from the records already present (no evaluation)
 render golden:
-	$(PYTHON) -m kbstudy.pipeline.study $(STUDY) --only-notebooks $(KERNELBENCH_ARG)
+	$(PYTHON) -m kbstudy study $(STUDY) --only-notebooks $(KERNELBENCH_ARG)
 
 # the whole test suite: unit/integration tests, then nbval on the committed rendered notebooks
 test: pytest nbval

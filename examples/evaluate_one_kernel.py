@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from kbstudy.harness.candidates import make_candidate
-from kbstudy.harness.orchestrator import EvalConfig, evaluate_batch
+from kbstudy.harness.config import EvalConfig
+from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.problems import load_problems
 from kbstudy.records.store import RecordStore
 

@@ -88,7 +88,7 @@ def main() -> None:
     from bench_l2_flush import interleaved_device_times, problem_bytes, quartile_row
 
     from kbstudy.suites.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
-    from kbstudy.suites.dlrm_bench.gpu_run import floor_inputs
+    from kbstudy.suites.dlrm_bench.measurement_run import floor_inputs
     from kbstudy.suites.dlrm_bench.roofline import compulsory_work
     from kbstudy.harness.timing import l2_flusher, spin_cycles_per_us
 

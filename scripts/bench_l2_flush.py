@@ -74,9 +74,9 @@ def interleaved_device_times(fn, before: dict, *, reps: int, device: str, spin_c
 
 def problem_bytes(problem, device: str, seed: int = 42) -> float:
     """Compulsory bytes of DLRM-Bench ``problem`` at full size (``kbstudy.suites.dlrm_bench.roofline.compulsory_work``, from
-    what the floors are computed from: ``kbstudy.suites.dlrm_bench.gpu_run.floor_inputs``; for the problems whose totals are
+    what the floors are computed from: ``kbstudy.suites.dlrm_bench.measurement_run.floor_inputs``; for the problems whose totals are
     random (2, 7, 8) on the input set of ``seed`` built on ``device``)."""
-    from kbstudy.suites.dlrm_bench.gpu_run import floor_inputs
+    from kbstudy.suites.dlrm_bench.measurement_run import floor_inputs
     from kbstudy.suites.dlrm_bench.roofline import compulsory_work
 
     consts, inputs = floor_inputs(problem, 1.0, device, seed)

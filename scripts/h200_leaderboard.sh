@@ -42,7 +42,7 @@ REC=${RECORDS_DIR:-outputs/records/kernelbench/h200/leaderboard}
 KB=${KB_DIR:-.device/kernelbench}
 RUN_TIMEOUT=${RUN_TIMEOUT:-60}
 # a candidate's build or load: a level-1 build takes about a minute even 16 at a time, and a hang must cost less than
-# a call (the default 900 s is longer than one: a build waiting on a stale lock file once held two whole calls)
+# a call (the default 900 s is longer than one: a build waiting on a stale lock file would lose the call)
 LOAD_TIMEOUT=${LOAD_TIMEOUT:-420}
 CHUNKS=${CHUNKS:-"1-25 26-50 51-75 76-100"}
 RUN_GROUPS=${RUN_GROUPS:-"top5 rest"}
@@ -161,11 +161,11 @@ start_phase() {  # phase, slot, seconds left
   slot_phase[$slot]=$phase
 }
 
-# One phase per GPU slot; a slot takes the next phase as soon as its own ends (waves of two phases wait for the
-# slower one: the GPUs were busy 63% of such a call). A phase starts only with MIN_LEFT seconds left; past
+# One phase per GPU slot; a slot takes the next phase as soon as its own ends (waves of two phases wait for
+# the slower phase: the GPUs were busy 63% of such a call). A phase starts only with MIN_LEFT seconds left; past
 # that, bf16 phases still start while MIN_LEFT_CHEAP seconds are left, when the evaluator skips float32-only
 # kernels: every level-1 leaderboard kernel is float32-only, so such a phase only writes `skipped` records (seconds;
-# a call stopped with 73 s left and two of them pending before this rule).
+# a call can end with 73 s left and two of them pending).
 MIN_LEFT=${MIN_LEFT:-90}
 MIN_LEFT_CHEAP=${MIN_LEFT_CHEAP:-30}
 cheap_only=0

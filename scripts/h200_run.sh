@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One batched H200 device call (see README "Reproducing the GPU records"): the level-1 leaderboard kernels of one model
+# One batched H200 run (see README "Reproducing the GPU records"): the level-1 leaderboard kernels of one model
 # configuration at full size in fp32, then the workload profiles. Records go to $OUT; rerunning with the previous
 # records copied into $OUT/rec resumes.
 # usage: bash scripts/h200_run.sh MODEL_CONFIG EVAL_SECONDS PROFILE_SECONDS
@@ -20,6 +20,6 @@ timeout -s INT -k 15 "$eval_s" python3 -m kbstudy eval --problems .device/kernel
   --out "$OUT/rec" --run h200-level1-fp32 --timing-budget-ms 500 --run-timeout "$run_timeout" --no-progress > "$OUT/eval.log" 2>&1
 echo "eval rc=$?"; wc -l "$OUT"/rec/*.jsonl
 if [ "$prof_s" -gt 0 ]; then
-  timeout -s INT -k 10 "$prof_s" python3 -m kbstudy.profiling.gpu_run --out "$OUT/prof" --budget-s $((prof_s - 85)) > "$OUT/prof.log" 2>&1
+  timeout -s INT -k 10 "$prof_s" python3 -m kbstudy.profiling.profile_run --out "$OUT/prof" --budget-s $((prof_s - 85)) > "$OUT/prof.log" 2>&1
   echo "prof rc=$?"; tail -5 "$OUT/prof.log"; ls "$OUT/prof"
 fi

@@ -67,4 +67,4 @@ def test_make_study_and_render_pass_another_kernelbench_folder_to_the_cli():
                                text=True, check=True).stdout
         assert '--kernelbench-dir "/data/kb copy"' in given, given
         default = subprocess.run(["make", "-n", target], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-        assert "kbstudy.pipeline.study" in default and "--kernelbench-dir" not in default, default
+        assert "-m kbstudy study" in default and "--kernelbench-dir" not in default, default

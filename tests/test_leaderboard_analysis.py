@@ -276,7 +276,7 @@ def _script(out: Path, **env) -> subprocess.CompletedProcess:
 
 
 def test_gpu_script_runs_resumes_and_matches_the_study(tmp_path):
-    from kbstudy.pipeline.study import load_study
+    from kbstudy.pipeline.study_config import load_study
 
     dry = _script(tmp_path / "dry", DRY_RUN="1", RECORDS_DIR=str(tmp_path / "none"))
     assert dry.returncode == 0, dry.stderr
@@ -413,7 +413,9 @@ def test_gpu_script_keeps_every_slot_busy_and_merges_each_phase(tmp_path):
 
 
 def test_h200_study_files_and_notebook_params():
-    from kbstudy.pipeline.study import load_run_inputs, load_study, notebook_parameters, project_path
+    from kbstudy.pipeline.paths import project_path
+    from kbstudy.pipeline.study import load_run_inputs
+    from kbstudy.pipeline.study_config import load_study, notebook_parameters
 
     studies = [load_study(REPO / "params" / "study" / n) for n in ("h200_level1_fp32.yaml",
                                                                      "h200_level1_leaderboard.yaml")]

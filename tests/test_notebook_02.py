@@ -31,11 +31,12 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory):
-    from kbstudy.pipeline.study import _load_mapping, render_notebook
+    from kbstudy.pipeline.render import render_notebook
+    from kbstudy.pipeline.study_config import load_mapping
 
     tmp = tmp_path_factory.mktemp("nb02")
     calibration = write_calibration_slice(tmp)
-    params = _load_mapping(REPO / "params" / "02_correctness_audit.cpu-default.yaml")
+    params = load_mapping(REPO / "params" / "02_correctness_audit.cpu-default.yaml")
     smoke, dlrm = "outputs/records/kernelbench/h200/smoke", "outputs/records/dlrm_bench/cpu/study"
     committed_records(REPO / smoke, REPO / dlrm, file="evaluations.jsonl")
     params.update(records_dirs=[str(calibration), smoke, dlrm], output_dir=str(tmp / "analysis"))
@@ -87,9 +88,9 @@ def test_tables_equal_audit(rendered):
 
 
 def test_h200_params_read_each_candidate_once_and_tolerate_a_run_to_come():
-    from kbstudy.pipeline.study import _load_mapping
+    from kbstudy.pipeline.study_config import load_mapping
 
-    params = _load_mapping(REPO / "params" / "02_correctness_audit.h200.yaml")
+    params = load_mapping(REPO / "params" / "02_correctness_audit.h200.yaml")
     folders, missing = run_folders(params["records_dirs"], REPO)
     names = {Path(f).resolve().relative_to(REPO).as_posix().removeprefix("outputs/records/") for f in folders}
     assert names >= {"kernelbench/h200/smoke", "kernelbench/h200/level1-fp32", "kernelbench/h200/calibration/level1-fp32",

@@ -45,9 +45,9 @@ pytestmark = pytest.mark.slow
 
 def _params(name: str, out_dir: Path) -> dict:
     """The notebook's committed cpu-default params, with the output folder redirected to ``out_dir``."""
-    from kbstudy.pipeline.study import _load_mapping
+    from kbstudy.pipeline.study_config import load_mapping
 
-    params = _load_mapping(REPO / "params" / f"{name}.cpu-default.yaml")
+    params = load_mapping(REPO / "params" / f"{name}.cpu-default.yaml")
     params["output_dir"] = str(out_dir)
     return params
 
@@ -57,7 +57,7 @@ def rendered(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     """``{notebook: (ipynb, output_dir)}`` for notebooks 03 and 04, rendered once for the module."""
     committed_records(PROFILE_RECORDS, file="workloads.jsonl")
     committed_records(DLRM_RECORDS, file="evaluations.jsonl")
-    from kbstudy.pipeline.study import render_notebook
+    from kbstudy.pipeline.render import render_notebook
 
     tmp = tmp_path_factory.mktemp("nb0304")
     out = {}
@@ -241,9 +241,10 @@ def test_committed_h200_rendering_equals_report_on_its_records():
     the committed records with its params (main folder plus the earlier call's kernel tables): a stale rendering fails
     here, without re-executing it (``make nbval`` does that)."""
     committed_records(H200_PROFILE_RECORDS, file="workloads.jsonl")
-    from kbstudy.pipeline.study import _load_mapping, project_path
+    from kbstudy.pipeline.paths import project_path
+    from kbstudy.pipeline.study_config import load_mapping
 
-    params = _load_mapping(REPO / "params" / "03_addressable_fraction.h200.yaml")
+    params = load_mapping(REPO / "params" / "03_addressable_fraction.h200.yaml")
     assert params["output_dir"] == "outputs/reports/h200/03_addressable_fraction"
     kernels, workloads = prof_report.load_profile_records(
         project_path(params["records_dir"], REPO),
@@ -306,9 +307,10 @@ def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
     they replace where both were measured in the same run, and that the device time of one file reproduces between
     runs."""
     from kbstudy.suites.dlrm_bench import load_dlrm_candidates
-    from kbstudy.pipeline.study import _load_mapping, project_path
+    from kbstudy.pipeline.paths import project_path
+    from kbstudy.pipeline.study_config import load_mapping
 
-    params = _load_mapping(REPO / "params" / "04_dlrm_bench.h200.yaml")
+    params = load_mapping(REPO / "params" / "04_dlrm_bench.h200.yaml")
     assert params["records_dir"] == "outputs/records/dlrm_bench/h200/final"
     assert params["previous_records_dir"] == "outputs/records/dlrm_bench/h200/previous-kernels"
     assert params["repeat_records_dir"] == "outputs/records/dlrm_bench/h200/repeat"

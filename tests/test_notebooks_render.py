@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 
 
 def _render(tmp_path: Path, records: Path, name: str = "01_kernelbench_level1") -> tuple[Path, Path]:
-    from kbstudy.pipeline.study import render_notebook
+    from kbstudy.pipeline.render import render_notebook
 
     out_dir = tmp_path / "analysis"
     params = {"records_dirs": [str(records)], "output_dir": str(out_dir), "precision": "fp32",
@@ -102,11 +102,11 @@ def test_nbval_passes_on_a_rerun_and_fails_when_a_number_changes(rendered):
 
 def test_render_merges_a_cells_stream_messages(tmp_path):
     """Text a cell prints around a flush and a pause arrives as several stream messages; the rendering keeps one
-    stdout block per run of them (``kbstudy.pipeline.study._strip_run_metadata``), so a re-render does not depend on when the
+    stdout block per run of them (``kbstudy.pipeline.render.strip_run_metadata``), so a re-render does not depend on when the
     kernel flushed. A figure-free two-cell notebook, rendered through papermill as the study renders."""
     import nbformat
 
-    from kbstudy.pipeline.study import render_notebook
+    from kbstudy.pipeline.render import render_notebook
 
     source = tmp_path / "nb_streams.py"
     source.write_text("# %% tags=[\"parameters\"]\npause = 0.3\n\n# %%\nimport sys, time\nprint(\"first\")\n"

@@ -4,9 +4,8 @@ and ``outputs/archive/<name>``), each with a README, and every records path the 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-from kbstudy.pipeline.study import _load_mapping
+from kbstudy.pipeline.study_config import load_mapping
 
 from committed import RECORDS, REPO
 
@@ -51,7 +50,7 @@ def test_every_record_folder_has_a_readme():
 def test_every_params_records_path_exists():
     named = {}
     for params in sorted((REPO / "params").glob("*.yaml")) + sorted((REPO / "params" / "study").glob("*.yaml")):
-        for text in _strings(_load_mapping(params)):
+        for text in _strings(load_mapping(params)):
             if text.startswith("outputs/records/"):
                 named.setdefault(text, []).append(params.name)
     assert named, "no params file names a records folder"

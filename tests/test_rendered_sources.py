@@ -1,6 +1,6 @@
 """Every committed rendered notebook (``outputs/reports/*/*.ipynb``) was executed from its source as it stands: its
 markdown and code cells equal those of ``notebooks/<name>.py`` read as the study reads it
-(``kbstudy.pipeline.study.read_percent_notebook``), papermill's injected-parameters cell aside. nbval re-executes the code and
+(``kbstudy.pipeline.render.read_percent_notebook``), papermill's injected-parameters cell aside. nbval re-executes the code and
 compares outputs, but never the markdown, so a source whose prose changed after the last render would otherwise go
 unnoticed (``make study`` would then leave the tree dirty)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from kbstudy.pipeline.study import read_percent_notebook
+from kbstudy.pipeline.render import read_percent_notebook
 
 REPO = Path(__file__).resolve().parent.parent
 RENDERED = sorted((REPO / "outputs" / "reports").glob("*/*.ipynb"))

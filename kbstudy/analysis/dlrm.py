@@ -2,7 +2,7 @@
 
 Two layouts are read:
 
-* ``evaluate_batch`` (:func:`kbstudy.suites.dlrm_bench.gpu_run.main`, the current one): ``evaluations.jsonl`` and
+* ``evaluate_batch`` (:func:`kbstudy.suites.dlrm_bench.measurement_run.main`, the current one): ``evaluations.jsonl`` and
   ``references.jsonl`` in the :mod:`kbstudy.records.store` schema (both verdicts, timings), ``floors.jsonl`` (one floor per
   problem) and ``machine.json``. Per problem the record of our candidate (model configuration ``kbstudy-triton``) at
   the problem's precision (:func:`kbstudy.suites.dlrm_bench.problem_precision`) is used, the latest if there are several.

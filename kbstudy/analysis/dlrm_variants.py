@@ -1,5 +1,5 @@
 """Variants in a DLRM-Bench run: records of other model configurations than ours in the same folder
-(``gpu_run --candidates``, e.g. another version of one of our kernels), each beside our kernel of the same problem in
+(``measurement_run --candidates``, e.g. another version of one of our kernels), each beside our kernel of the same problem in
 the same run, with the bootstrap interval of variant / ours (:func:`kbstudy.harness.timing.speedup_interval` of the
 two records' timing samples). They never enter :func:`kbstudy.analysis.dlrm.load_run`'s table (it keeps
 :data:`~kbstudy.suites.dlrm_bench.MODEL_CONFIG` only)."""
@@ -31,7 +31,7 @@ def _samples(value) -> list | None:
 
 
 def variants(folder: str | Path) -> pd.DataFrame:
-    """The folder's records of other model configurations than ours (``gpu_run --candidates``), one row each
+    """The folder's records of other model configurations than ours (``measurement_run --candidates``), one row each
     (columns :data:`VARIANT_COLUMNS`), beside our kernel's record of the same problem in the same run: medians and
     interquartile ranges, ``variant_over_ours`` (above 1: the variant is slower), ``iqr_disjoint`` (the two
     interquartile ranges do not overlap), each one's speedup over eager with its interval, each one's ratio to the

@@ -1,6 +1,6 @@
 """What notebook 3 shows, as functions: load the profiling records, tabulate, and draw the figures.
 
-Reads the files that :mod:`kbstudy.profiling.gpu_run` writes (``kernels.jsonl``, ``workloads.jsonl``), from one main
+Reads the files that :mod:`kbstudy.profiling.profile_run` writes (``kernels.jsonl``, ``workloads.jsonl``), from one main
 folder and optionally from supplementary folders whose kernel tables fill the runs the main folder lacks
 (:func:`load_profile_records`); imports matplotlib/seaborn (the ``notebooks`` extra) only inside the figure functions.
 Importing it loads torch: the workload registry (:mod:`kbstudy.profiling.workloads`) builds configurations on the
@@ -20,7 +20,7 @@ from kbstudy.harness.kernel_classes import CATEGORIES, CATEGORY_LABELS, classify
 from kbstudy.profiling.addressable import (DEFAULT_RULE, PAPER, PAPER_CITATION, addressable_fraction, category_shares,
                                            paper_comparison, rule_categories, summarize)
 from kbstudy.profiling import workloads as W
-from kbstudy.profiling.gpu_run import plan
+from kbstudy.profiling.profile_run import plan
 from kbstudy.records.store import iter_jsonl
 
 ROLE_ORDER = {"seven": 0, "extra": 1, "sweep": 2}
@@ -89,7 +89,7 @@ def workload_rows_from_kernels(kernels: pd.DataFrame, source_folder: str, rule=D
     Everything in the row comes from the kernel rows themselves (``run``, ``workload``, ``size``, ``role``,
     ``device``, ``hardware``, ``level``; ``kernel_us_per_step`` = their sum in µs, ``n_names``, ``category_shares``
     and ``other_share`` from the categories recorded at profiling time, ``addressable_fraction`` under ``rule`` as
-    :mod:`~kbstudy.profiling.gpu_run` would have written it), from the workload registry (``domain``, ``mode``) or from
+    :mod:`~kbstudy.profiling.profile_run` would have written it), from the workload registry (``domain``, ``mode``) or from
     the configuration built on the meta device (``model``, ``params``: :func:`_config_facts`). Step times
     (``step_ms_median``/``_q1``/``_q3``) were measured in a separate run without the profiler and are not in a kernel
     table: they are NaN, never filled in. ``precision`` is left missing. ``source_folder`` and ``row_from``
@@ -120,7 +120,7 @@ def workload_rows_from_kernels(kernels: pd.DataFrame, source_folder: str, rule=D
 def load_profile_records(folder: str | os.PathLike, reclassify_rows: bool = True,
                          supplementary: Sequence[str | os.PathLike] | None = None,
                          root: str | os.PathLike | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``(kernels, workloads)`` DataFrames from a gpu_run output folder, optionally completed from other folders.
+    """``(kernels, workloads)`` DataFrames from a profile_run output folder, optionally completed from other folders.
 
     ``folder`` must hold ``workloads.jsonl`` (else ``FileNotFoundError``). Workloads keep every status
     (ok/error/skipped); kernels only exist for ``ok`` ones. A rerun appended to the same folder: its last row wins.
@@ -141,7 +141,7 @@ def load_profile_records(folder: str | os.PathLike, reclassify_rows: bool = True
     """
     folder = Path(folder)
     if not (folder / "workloads.jsonl").exists():
-        raise FileNotFoundError(f"{folder / 'workloads.jsonl'} not found (run kbstudy.profiling.gpu_run first)")
+        raise FileNotFoundError(f"{folder / 'workloads.jsonl'} not found (run kbstudy.profiling.profile_run first)")
     workloads = pd.DataFrame(list(iter_jsonl(folder / "workloads.jsonl")))
     # a rerun appended to the same folder: the last row of a workload wins
     workloads = workloads.drop_duplicates("workload_key", keep="last").reset_index(drop=True)
@@ -305,7 +305,7 @@ def workload_table(kernels: pd.DataFrame, workloads: pd.DataFrame, rule=DEFAULT_
 
 
 def coverage_table(kernels: pd.DataFrame, workloads: pd.DataFrame) -> pd.DataFrame:
-    """Every run :func:`kbstudy.profiling.gpu_run.plan` schedules (tiny sizes if the records are tiny), in plan order,
+    """Every run :func:`kbstudy.profiling.profile_run.plan` schedules (tiny sizes if the records are tiny), in plan order,
     with its status in the records: ``ok``, ``error``, ``skipped``, or ``missing`` when ``workloads.jsonl`` has no row
     for it (an interrupted run). Recorded runs the plan does not name follow. ``kernel_rows`` counts the kernel rows
     of each run (an interrupted run can leave kernel rows without a workload row; they are not used).

@@ -6,7 +6,7 @@ Mount on the main typer app either as two top-level commands::
     app.command("generate")(generate_command)
     app.command("replay")(replay_command)
 
-or run this module's own :data:`app` (``python -m kbstudy.generate generate ...``). Exit codes: 0 done (even with
+or use this module's own :data:`app`. Exit codes: 0 done (even with
 generation failures or request errors, which are recorded), 1 the endpoint refused the key or the model, 2 invalid
 input (configuration, problems, store folder), 3 replay ``--strict`` found mismatches.
 """
@@ -17,6 +17,14 @@ from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
+
+from kbstudy.generate.client import EndpointAuthError, ModelNotFoundError
+from kbstudy.generate.config import ModelConfigError, load_model_config
+from kbstudy.generate.prompts import PromptTemplateError
+from kbstudy.generate.replay import replay_generations
+from kbstudy.generate.run import generate_candidates
+from kbstudy.generate.store import CANDIDATES_FILE, GenerationStoreError
+from kbstudy.harness.problems import ProblemLoadError, load_problems
 
 app = typer.Typer(help="Generate candidates with any OpenAI-compatible endpoint, and replay stored generations.",
                   no_args_is_help=True, add_completion=False)
@@ -39,13 +47,6 @@ def generate_command(
     progress: Annotated[bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")] = True,
 ) -> None:
     """Ask a model configuration for candidates, keeping every reply; writes <out>/candidates.jsonl for kbstudy eval."""
-    from kbstudy.generate.client import EndpointAuthError, ModelNotFoundError
-    from kbstudy.generate.config import ModelConfigError, load_model_config
-    from kbstudy.generate.prompts import PromptTemplateError
-    from kbstudy.generate.run import generate_candidates
-    from kbstudy.generate.store import GenerationStoreError
-    from kbstudy.harness.problems import ProblemLoadError, load_problems
-
     try:
         model_config = load_model_config(config).with_overrides(samples_per_problem=samples, concurrency=concurrency)
         selected = load_problems(problems, levels=level or None, problem_ids=problem_id or None)
@@ -78,10 +79,6 @@ def replay_command(
     strict: Annotated[bool, typer.Option(help="Exit with code 3 on any code, problem or prompt mismatch.")] = False,
 ) -> None:
     """Rebuild the candidates of a stored generation set from its verbatim replies, with no network."""
-    from kbstudy.generate.replay import replay_generations
-    from kbstudy.generate.store import CANDIDATES_FILE, GenerationStoreError
-    from kbstudy.harness.problems import ProblemLoadError, load_problems
-
     try:
         source = generations if generations.is_dir() else generations.parent
         target = out or source / CANDIDATES_FILE

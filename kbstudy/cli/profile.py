@@ -1,8 +1,5 @@
-"""``kbstudy profile ...``: a typer app over :mod:`kbstudy.profiling.gpu_run` and the classifier.
-
-Mount it in ``kbstudy/cli/app.py`` with ``app.add_typer(profile_app, name="profile")`` after
-``from kbstudy.cli.profile import app as profile_app``.
-"""
+"""``kbstudy profile ...``: a typer app over :mod:`kbstudy.profiling.profile_run` and the kernel classifier, mounted
+by :mod:`kbstudy.cli.app` as ``kbstudy profile``."""
 
 from __future__ import annotations
 
@@ -11,7 +8,13 @@ import json
 from pathlib import Path
 from typing import Optional
 
+import pandas as pd
 import typer
+
+from kbstudy.analysis import profiles as report
+from kbstudy.harness.kernel_classes import classify_kernel, matching_rule
+from kbstudy.profiling.profile_run import run
+from kbstudy.records.store import iter_jsonl
 
 app = typer.Typer(help="Profile real workloads: kernel tables, categories, addressable fraction.", no_args_is_help=True)
 
@@ -29,9 +32,7 @@ def run_cmd(
     budget_s: float = typer.Option(330.0, help="skip runs not started after this many seconds"),
     overwrite: bool = typer.Option(False, help="replace records already in OUT"),
 ) -> None:
-    """Profile the workloads and write records (see ``python -m kbstudy.profiling.gpu_run --help``)."""
-    from kbstudy.profiling.gpu_run import run
-
+    """Profile the workloads and write records (see ``python -m kbstudy.profiling.profile_run --help``)."""
     summary = run(out, device, tiny, workloads.split(",") if workloads else None, sweep, extras, active=active,
                   trials=trials, budget_s=budget_s, overwrite=overwrite)
     typer.echo(json.dumps(summary, indent=1))
@@ -42,8 +43,6 @@ def run_cmd(
 @app.command("classify")
 def classify_cmd(names: list[str] = typer.Argument(..., help="kernel names")) -> None:
     """Print the category of each kernel name and the rule that matched."""
-    from kbstudy.harness.kernel_classes import classify_kernel, matching_rule
-
     for name in names:
         rule = matching_rule(name)
         typer.echo(f"{classify_kernel(name):14s} {name}   [{rule[2] if rule else 'no rule'}]")
@@ -53,8 +52,6 @@ def _names_from(source: Path) -> list[dict]:
     """Distinct names of a ``kernel_names.json`` bundle or a ``kernels.jsonl`` file (kernel rows only), each with
     the operators that launched it (``top_ops``), in first-seen order."""
     if source.suffix == ".jsonl":
-        from kbstudy.records.store import iter_jsonl
-
         seen: dict[str, dict] = {}
         for row in iter_jsonl(source):
             if row.get("level", "kernel") != "kernel":
@@ -69,7 +66,7 @@ def _names_from(source: Path) -> list[dict]:
 
 @app.command("fixture-from-names")
 def fixture_cmd(
-    sources: list[Path] = typer.Argument(..., help="kernel_names.json files written by gpu_run, or kernels.jsonl files"),
+    sources: list[Path] = typer.Argument(..., help="kernel_names.json files written by profile_run, or kernels.jsonl files"),
     fixture: Path = typer.Option(Path("tests/profiling/fixtures/kernel_names.csv"),
                                  help="CSV name,expected_category[,top_ops,review_note]"),
     prune: bool = typer.Option(False, help="drop the fixture rows whose name none of SOURCES holds (the fixture then "
@@ -79,8 +76,6 @@ def fixture_cmd(
     operator fallback, so what no rule matches shows as "other"); review every appended row before committing.
     ``top_ops`` of the rows kept gain the launching operators SOURCES add. With ``--prune``, names no source holds
     are removed (rewrites the file; categories and review notes of the rows kept are left as they are)."""
-    from kbstudy.harness.kernel_classes import classify_kernel
-
     header, rows = ["name", "expected_category"], {}
     if fixture.exists():
         with fixture.open(newline="") as fh:
@@ -116,16 +111,12 @@ def fixture_cmd(
 
 @app.command("coverage")
 def coverage_cmd(
-    records: Path = typer.Argument(..., help="gpu_run output folder (kernels.jsonl, workloads.jsonl)"),
+    records: Path = typer.Argument(..., help="profile_run output folder (kernels.jsonl, workloads.jsonl)"),
     supplementary: Optional[list[Path]] = typer.Option(
         None, help="folder whose kernels.jsonl fills the runs RECORDS lacks or skipped (repeatable)"),
 ) -> None:
     """Per workload: share of time sorted by a kernel-name rule, by the launching-operator fallback, by an operator
     rule (CPU rows), left in "other", and ``other_by_name_rules`` (fallback + other) against the 2% goal."""
-    import pandas as pd
-
-    from kbstudy.analysis import profiles as report
-
     kernels, workloads = report.load_profile_records(records, supplementary=supplementary or None)
     ok = workloads.loc[workloads["status"] == "ok", "workload_key"].tolist()
     table = report.classification_table(kernels, ok)

@@ -8,8 +8,8 @@
 * :mod:`~kbstudy.generate.replay`  -- rebuild candidates from stored replies, with no network
 * :mod:`~kbstudy.cli.generate`     -- ``kbstudy generate`` and ``kbstudy replay``
 
-Importing this package does not import ``openai`` (only :mod:`client` and :mod:`run` do), so replay and evaluation
-work where it is not installed.
+Every module imports without ``openai`` (:mod:`client` loads it where installed, and its ``ChatClient`` refuses to
+start without it), so replay, evaluation and the ``kbstudy`` command line work where it is not installed.
 """
 
 from kbstudy.generate.config import ModelConfig, ModelConfigError, load_model_config

@@ -28,7 +28,10 @@ import random
 import time
 from typing import Any
 
-import openai
+try:
+    import openai
+except ImportError:  # the generate extra: absent on the GPU image, where candidates are only replayed and evaluated
+    openai = None
 
 from kbstudy.generate.config import ModelConfig
 
@@ -198,6 +201,8 @@ class ChatClient:
     """
 
     def __init__(self, config: ModelConfig, api_key: str):
+        if openai is None:
+            raise ModuleNotFoundError("generating candidates needs the openai package: pip install 'kbstudy[generate]'")
         self.config = config
         self._client = openai.AsyncOpenAI(base_url=config.base_url, api_key=api_key, max_retries=0,
                                           timeout=config.request_timeout_s)

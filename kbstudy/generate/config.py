@@ -33,6 +33,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 #: Target backends a model may be asked to write for (a subset of :data:`kbstudy.harness.candidates.BACKENDS`).
 TARGET_BACKENDS = ("triton", "cuda")
 #: Sent as the key to endpoints that need none (vLLM, SGLang and Ollama ignore it; the openai package needs one).
@@ -226,8 +228,6 @@ def load_model_config(path: str | Path) -> ModelConfig:
         raise FileNotFoundError(f"model configuration not found: {path}")
     text = path.read_text()
     if path.suffix in (".yaml", ".yml"):
-        import yaml
-
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as exc:

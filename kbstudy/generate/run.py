@@ -15,12 +15,16 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+from tqdm.auto import tqdm
+
+import kbstudy
 from kbstudy.generate.client import ChatClient, Completion, RequestFailedError
 from kbstudy.generate.config import ModelConfig, resolve_api_key
 from kbstudy.generate.prompts import Prompt, extract_code, load_template, render_prompt
 from kbstudy.generate.store import (FINAL_STATUSES, GenerationRecord, GenerationStore, base_record, code_sha256,
                                     generation_id, summarize)
 from kbstudy.harness.problems import Problem
+from kbstudy.records.provenance import git_commit
 
 
 @dataclasses.dataclass
@@ -55,10 +59,7 @@ class GenerationSummary:
 
 
 def _provenance() -> dict:
-    import openai
-
-    import kbstudy
-    from kbstudy.records.provenance import git_commit
+    import openai  # the generate extra: present wherever a generation runs (ChatClient needs it)
 
     return {"git_commit": git_commit(), "kbstudy_version": kbstudy.__version__, "openai_version": openai.__version__}
 
@@ -88,8 +89,6 @@ def _record(base: dict, completion: Completion | None, error: RequestFailedError
 
 async def _run(pending: list[tuple[Problem, int, Prompt, str]], config: ModelConfig, store: GenerationStore,
                api_key: str, progress: bool) -> list[GenerationRecord]:
-    from tqdm.auto import tqdm
-
     semaphore = asyncio.Semaphore(config.concurrency)
     provenance = _provenance()
     done: list[GenerationRecord] = []

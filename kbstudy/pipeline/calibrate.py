@@ -17,7 +17,8 @@ from typing import Callable, Iterable, NamedTuple, Sequence
 from kbstudy.analysis.audit import folder_findings
 from kbstudy.analysis.calibration import latest_per, print_calibration
 from kbstudy.harness.candidates import null_candidates
-from kbstudy.harness.orchestrator import EvalConfig, evaluate_batch, hardware_label, resolve_device
+from kbstudy.harness.config import EvalConfig, hardware_label, resolve_device
+from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.problems import scale_source
 from kbstudy.records.store import RecordStore, append_jsonl, iter_jsonl
 

@@ -19,18 +19,26 @@ JSONL bytes.
 
 ``kbstudy throughput DIR...`` prints kernels evaluated per GPU-minute (``kbstudy.analysis.headline.throughput``).
 
-:func:`merge_record_folders` needs only the standard library and ``kbstudy.records.store`` (the GPU image runs it).
+The module imports only the core dependencies, so the GPU image runs :func:`merge_record_folders`. Its command line is
+:mod:`kbstudy.cli.release`.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import warnings
 from pathlib import Path
-from typing import Iterable, List, Optional
+from typing import Iterable
 
+import pyarrow.parquet as pq
+
+from kbstudy.analysis.headline import dtype_status
+from kbstudy.records.frames import load_frames
+from kbstudy.harness.problems import paper_category
+from kbstudy.pipeline.paths import find_project_root, relative_to_root
 from kbstudy.records.schema import JSON_COLUMNS, record_identity
 from kbstudy.records.store import iter_jsonl
 
@@ -76,8 +84,8 @@ def merge_record_folders(dest: str | os.PathLike, sources: Iterable[str | os.Pat
 
     What the GPU scripts run after evaluations into separate folders, each begun as a copy of ``dest``. The newest
     wins because a retried record (``kbstudy eval --retry-outcome``) is appended under the key of the one it
-    replaces, and a folder copied before that retry still holds the old one; keeping the first copy, as this did
-    until session 8, dropped the five retried records of a device call."""
+    replaces, and a folder copied before that retry still holds the old one; keeping the first copy instead
+    drops the records of such retries."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     sources = [Path(s) for s in sources]
@@ -131,8 +139,6 @@ def _markdown(frame) -> str:
 
 
 def _as_jsonl(frame, path: Path) -> None:
-    import math
-
     def clean(v):
         if isinstance(v, float) and not math.isfinite(v):
             return None
@@ -154,8 +160,6 @@ def _as_parquet(frame, path: Path):
             out[col] = out[col].map(lambda v: None if v is None or (isinstance(v, float) and v != v)
                                     else json.dumps(v, sort_keys=True))
     out.to_parquet(path, index=False)
-    import pyarrow.parquet as pq
-
     return pq.read_schema(path)
 
 
@@ -172,22 +176,13 @@ def write_release(records: Iterable[str | os.PathLike], out: str | os.PathLike, 
 
     Returns ``{file name: path}``. Raises ``ValueError`` if the folders hold no evaluation records.
     """
-
-    from kbstudy.analysis.headline import dtype_status
-    from kbstudy.records.frames import load_frames
-    from kbstudy.harness.problems import paper_category
-    from kbstudy.pipeline.study import find_project_root
-
     root = Path(root) if root is not None else find_project_root(Path(__file__).parent)
     records = [Path(r) for r in records]
     out = Path(out)
     name = name or out.name
 
     def rel(p: Path) -> str:
-        try:
-            return str(p.resolve().relative_to(root.resolve()))
-        except ValueError:
-            return str(p)
+        return relative_to_root(p, root)
 
     evaluations, references, dropped = load_frames(records, label="name", first_attempts=True)
     if evaluations.empty:
@@ -296,55 +291,3 @@ def write_release(records: Iterable[str | os.PathLike], out: str | os.PathLike, 
     lines[2:2] = snapshot  # after the title and before the opening paragraph
     paths["README.md"].write_text("\n".join(lines))
     return paths
-
-
-# ------------------------------------------------------------------------------------------------ CLI
-
-
-def register(app) -> None:
-    """Mount ``kbstudy release`` and ``kbstudy throughput`` on the main typer app (``kbstudy/cli/app.py``)."""
-    import typer
-
-    @app.command("release")
-    def release_command(
-        records: List[Path] = typer.Option(..., "--records", help="record folder (repeat; first wins on repeats)"),
-        out: Path = typer.Option(..., help="release folder, e.g. outputs/release/h200-level1"),
-        name: Optional[str] = typer.Option(None, help="dataset name in the README (default: the folder's name)"),
-    ) -> None:
-        """Write every evaluation of RECORDS as one dataset: JSONL, Parquet, schema.json, README.md with counts."""
-        try:
-            paths = write_release(records, out, name=name)
-        except ValueError as exc:
-            typer.secho(f"error: {exc}", fg=typer.colors.RED, err=True)
-            raise typer.Exit(code=2)
-        for path in paths.values():
-            typer.echo(str(path))
-
-    @app.command("throughput")
-    def throughput_command(
-        records: List[Path] = typer.Argument(..., help="record folders"),
-        gap_s: float = typer.Option(300.0, help="a gap longer than this (s) between records starts a new burst"),
-        per_call: bool = typer.Option(False, "--per-call", help="one row per device call (run, hardware and the "
-                                                                 "records' git_commit), with its start time"),
-    ) -> None:
-        """Kernels evaluated per GPU-minute, per run and hardware, from the records' timestamps."""
-        from kbstudy.analysis.headline import throughput
-        from kbstudy.records.frames import load_frames
-
-        frame, _, _ = load_frames(records, label="name", first_attempts=True)
-        if frame.empty:
-            typer.secho("error: no evaluation records", fg=typer.colors.RED, err=True)
-            raise typer.Exit(code=2)
-        by = ["run", "hardware", "git_commit"] if per_call else ["run", "hardware"]
-        table = throughput(frame, by=by, gap_s=gap_s)
-        if per_call:
-            table = table.sort_values(["start_utc", *by], kind="stable")
-            table["git_commit"] = table["git_commit"].astype(str).str[:7]
-        cols = [*by, *(["start_utc"] if per_call else []), "records", "bursts", "gpu_minutes",
-                "kernels_per_gpu_minute", "worker_minutes", "median_s_per_kernel"]
-        typer.echo(table[cols].round(3).to_string(index=False))
-        if len(table) > 1:  # the figure a README quotes: records over GPU-minutes of all rows' bursts
-            records_n, minutes = int(table["records"].sum()), float(table["gpu_minutes"].sum())
-            typer.echo(f"all rows: {records_n} records in {minutes:.1f} GPU-minutes of bursts, "
-                       f"{records_n / minutes:.1f} kernels per GPU-minute" if minutes > 0 else
-                       f"all rows: {records_n} records")

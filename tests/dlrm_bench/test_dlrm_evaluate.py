@@ -1,6 +1,6 @@
 """DLRM-Bench through the project's one evaluation path: ``evaluate_batch`` on a CPU (Triton interpreter) at a tiny
 scale, with our kernels for problems 1, 5 and 11 (fp32, fp32, bf16), a deliberately wrong kernel, and an in-place
-(mutating) variant of problem 5; and ``gpu_run --candidates`` end to end for problem 8 (variants measured beside our
+(mutating) variant of problem 5; and ``measurement_run --candidates`` end to end for problem 8 (variants measured beside our
 kernel). Nothing is mocked: worker and reference processes run as in ``kbstudy eval``."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from kbstudy.harness.candidates import make_candidate
 from kbstudy.suites.dlrm_bench import (DLRM_LEVEL, MODEL_CONFIG, load_dlrm_candidates, load_dlrm_problems,
                                 problem_precision)
-from kbstudy.suites.dlrm_bench.gpu_run import CPU_TIMING, PRECISIONS
+from kbstudy.suites.dlrm_bench.measurement_run import CPU_TIMING, PRECISIONS
 from kbstudy.harness.config import EvalConfig
 from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.records.store import RecordStore
@@ -130,13 +130,13 @@ def test_problem5_reference_does_not_mutate_its_inputs():
     assert bool((new_momentum > inputs[3][rows]).all())  # the state grew on every touched row
 
 
-def test_gpu_run_candidates_measured_beside_ours(tmp_path, capsys):
-    """``gpu_run --candidates DIR``: the folder's kernels (model configuration = the folder's name) are evaluated in the
+def test_measurement_run_candidates_measured_beside_ours(tmp_path, capsys):
+    """``measurement_run --candidates DIR``: the folder's kernels (model configuration = the folder's name) are evaluated in the
     same run as ours, for the problems asked for. An edited copy of our problem-8 kernel is measured on its own; an
     identical copy is measured once with ours and recorded under its own configuration (``measurement_of``). Notebook
     4's table keeps ours; ``dlrm_variants.variants`` lists the other two beside it."""
     from kbstudy.suites.dlrm_bench import KERNELS_DIR
-    from kbstudy.suites.dlrm_bench import gpu_run
+    from kbstudy.suites.dlrm_bench import measurement_run
     from kbstudy.analysis import dlrm as report
     from kbstudy.analysis import dlrm_variants
 
@@ -147,7 +147,7 @@ def test_gpu_run_candidates_measured_beside_ours(tmp_path, capsys):
         folder.mkdir()
         (folder / name).write_text(text)
     out = tmp_path / "dlrm"
-    assert gpu_run.main(["--device", "cpu", "--size-scale", str(SCALE), "--problems", "8", "--out", str(out),
+    assert measurement_run.main(["--device", "cpu", "--size-scale", str(SCALE), "--problems", "8", "--out", str(out),
                          "--run-name", "dlrm-variants-test", "--candidates", str(edited), "--candidates", str(copy),
                          "--machine-reps", "1", "--no-progress"]) == 0
 

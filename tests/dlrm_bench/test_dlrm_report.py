@@ -133,7 +133,7 @@ def _with_variant_and_changed_kernel(rows):
 
 
 def test_variants_and_kernel_moves(tmp_path):
-    """Variant records (``gpu_run --candidates``) stay out of ``load_run``'s table and are listed beside ours by
+    """Variant records (``measurement_run --candidates``) stay out of ``load_run``'s table and are listed beside ours by
     ``variants``; ``kernel_moves`` marks the kernel files both runs hold and ``move_notes`` judges a changed kernel
     against how far those moved."""
     before_dir = _run_copy(tmp_path / "a")

@@ -8,7 +8,7 @@ import torch
 from kbstudy.suites.dlrm_bench import exec_source, load_dlrm_problems
 from kbstudy.suites.dlrm_bench.roofline import (Machine, Work, compulsory_work, expected_sectors, expected_unique, floor_ms,
                                          measure_machine, problem_floor)
-from kbstudy.suites.dlrm_bench.gpu_run import _numeric_constants
+from kbstudy.suites.dlrm_bench.roofline import numeric_constants as _numeric_constants
 
 MACHINE = Machine(device="cuda", name="test", bandwidth_bytes_per_s=4.0e12,
                   matmul_flops_per_s={"bf16": 800e12, "fp32": 50e12}, l2_bytes=60 << 20, method="fixed")
@@ -191,14 +191,13 @@ def test_copy_at_size_needs_a_gpu():
 
 
 def test_gpu_floors_time_a_sector_copy_only_where_sectors_exceed_bytes(monkeypatch):
-    """``gpu_run.measure_and_floors`` on a GPU times a copy of each problem's compulsory bytes and, where the DRAM
+    """``measurement_run.measure_and_floors`` on a GPU times a copy of each problem's compulsory bytes and, where the DRAM
     sectors exceed them (problems 5 and 6, not 1), a copy of ``sector_bytes`` too, as ``sector_copy_*`` columns
     (without its flush key). ``copy_at_size`` is replaced by a recorder (no GPU here) that returns the bytes it got."""
     import dataclasses
 
-    from kbstudy.suites.dlrm_bench import gpu_run
+    from kbstudy.suites.dlrm_bench import measurement_run
 
-    from kbstudy.suites.dlrm_bench import roofline
 
     asked = []
 
@@ -206,10 +205,10 @@ def test_gpu_floors_time_a_sector_copy_only_where_sectors_exceed_bytes(monkeypat
         asked.append(nbytes)
         return {"copy_ms": nbytes / 1e9, "copy_q1_ms": 0.0, "copy_q3_ms": 0.0, "copy_flush": "read"}
 
-    monkeypatch.setattr(roofline, "copy_at_size", fake_copy)
+    monkeypatch.setattr(measurement_run, "copy_at_size", fake_copy)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
     machine = {**dataclasses.asdict(MACHINE), "device": "cuda"}
-    _, rows = gpu_run.measure_and_floors("cuda", 1 / 64, [1, 5, 6], seed=42, reps=1, machine_dict=machine)
+    _, rows = measurement_run.measure_and_floors("cuda", 1 / 64, [1, 5, 6], seed=42, reps=1, machine_dict=machine)
     by_id = {r["problem_id"]: r for r in rows}
     assert "sector_copy_ms" not in by_id[1] and by_id[1]["copy_ms"] == by_id[1]["bytes"] / 1e9
     for p in (5, 6):

@@ -63,7 +63,7 @@ def test_h200_other_share_by_name_rules_is_below_2_percent():
     assert t["name_rule"].tolist() == pytest.approx([1.0] * len(t)) and t["op_fallback"].max() == 0
     assert t["other"].max() == 0
     # rule fixes since the run (cuDNN SDPA helpers, index_add) leave the non_vendor addressable fraction unchanged:
-    # recorded rows by gpu_run, kernel-table rows as derived from the categories recorded at profiling time
+    # recorded rows by profile_run, kernel-table rows as derived from the categories recorded at profiling time
     table = report.workload_table(kernels, workloads)
     recorded = workloads.set_index("workload_key")["addressable_fraction"]
     for key, f in table["addressable_fraction"].items():

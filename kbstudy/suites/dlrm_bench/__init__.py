@@ -9,7 +9,7 @@ Layout (see ``docs/dlrm_bench.md``):
   :data:`MODEL_CONFIG`), in KernelBench's generation-output naming so :func:`kbstudy.harness.candidates.load_candidates` reads
   them.
 * ``roofline`` -- compulsory bytes and FLOPs per problem, machine measurement, floors.
-* ``gpu_run`` -- ``python -m kbstudy.suites.dlrm_bench.gpu_run --out DIR``: the machine's ceilings, then our candidates
+* ``measurement_run`` -- ``python -m kbstudy.suites.dlrm_bench.measurement_run --out DIR``: the machine's ceilings, then our candidates
   through the project's one evaluation path (:func:`kbstudy.harness.orchestrator.evaluate_batch`: both verdicts, eager and
   ``torch.compile`` timings), then the floors.
 
@@ -26,10 +26,17 @@ mistaken for KernelBench ones; the problem key is ``dlrm/L5/{id}``.
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
+import sys
+import tempfile
 from pathlib import Path
 
-from kbstudy.suites.dlrm_bench.roofline import BF16_PROBLEMS
+import torch
+
+from kbstudy.harness.candidates import load_candidates
 from kbstudy.harness.problems import Problem, load_problems, make_problem, scale_source
+from kbstudy.suites.dlrm_bench.roofline import BF16_PROBLEMS
 
 PROBLEMS_DIR = Path(__file__).resolve().parent / "problems"
 KERNELS_DIR = Path(__file__).resolve().parent / "kernels"
@@ -75,8 +82,6 @@ def load_dlrm_problems(size_scale: float = 1.0, problem_ids=None) -> list[Proble
 def load_dlrm_candidates():
     """Our Triton candidates (model configuration :data:`MODEL_CONFIG`), one per problem, via
     :func:`kbstudy.harness.candidates.load_candidates`."""
-    from kbstudy.harness.candidates import load_candidates
-
     return load_candidates(KERNELS_DIR, model_config=MODEL_CONFIG)
 
 
@@ -84,8 +89,6 @@ def instantiate(problem: Problem, candidate_source: str, device: str, seed: int 
     """A candidate's module on ``problem``, as the benchmarks build it: ``(candidate namespace, ModelNew(*init inputs),
     inputs)``, the model and the inputs built on ``device`` (``"cpu"`` or ``"cuda"``) after ``torch.manual_seed(seed)``.
     The namespace is returned so a caller can patch what ``ModelNew.forward`` looks up at call time (``_launch``)."""
-    import torch
-
     ns = exec_source(problem.source, problem.name)
     cn = exec_source(candidate_source, f"cand_{problem.problem_id}")
     with torch.device(device):
@@ -102,11 +105,6 @@ def exec_source(source: str, name: str) -> dict:
     Triton's ``@triton.jit`` reads the function's source through ``inspect``, which needs a real file; so the source is
     written to a temporary module file and imported from there.
     """
-    import hashlib
-    import importlib.util
-    import sys
-    import tempfile
-
     digest = hashlib.sha256(source.encode()).hexdigest()[:16]
     folder = Path(tempfile.gettempdir()) / "kbstudy_dlrm_sources"
     folder.mkdir(parents=True, exist_ok=True)

@@ -30,7 +30,7 @@ floor). ``BW`` comes from a 4 GiB copy, where the start-up and the tail of one l
 the smaller problems (30-130 MB) they are not: the same copy at that size takes longer than ``bytes / BW``.
 :func:`copy_at_size` times ``dst.copy_(src)`` of ``bytes / 2`` each way by the device time a kernel is judged by
 (:func:`kbstudy.harness.timing.time_device`: cold L2, the host hidden; ``copy_flush`` says how its flush left the L2, clean
-``"read"`` from session 15, rows before lack the key and were ``"write"``); ``copy_ms / floor_ms`` says how close to
+``"read"``; older rows lack the key and were ``"write"``); ``copy_ms / floor_ms`` says how close to
 the floor the simplest kernel that moves those bytes comes at that size. It is evidence, not a bound: a kernel whose
 bytes are mostly reads may move them faster than a copy does, and a copy whose written half fits the L2 (60 MB on the
 H200) need not finish writing it to DRAM within its time.
@@ -41,9 +41,9 @@ accesses are served in 32-byte segments), so a gathered row that is not a whole 
 DRAM more than its bytes: problem 6's 136-byte int8 rows span five sectors (160 bytes), and problem 5's 4-byte
 row-wise state entries one sector each (eight entries per sector). ``sector_bytes`` counts the expected number of
 distinct sectors the gathers touch (:func:`expected_sectors`) where the floor counts bytes; the streams (indices,
-outputs) are contiguous and cost their bytes either way. Where it exceeds ``bytes``, ``gpu_run`` also times a copy of
-``sector_bytes`` at size (``sector_copy_ms``): the least a kernel that moves what the DRAM must move takes, by the same
-evidence as ``copy_ms``.
+outputs) are contiguous and cost their bytes either way. Where it exceeds ``bytes``, ``measurement_run`` also times a
+copy of ``sector_bytes`` at size (``sector_copy_ms``): the least a kernel that moves what the DRAM must move takes, by
+the same evidence as ``copy_ms``.
 
 Byte and FLOP formulas per problem are in :func:`compulsory_work` (sizes: B batch, L bag size, D dim, N table rows,
 s = bytes per element: 4 fp32, 2 bf16, 8 int64 indices).
@@ -52,10 +52,18 @@ s = bytes per element: 4 fp32, 2 bf16, 8 int64 indices).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
+import os
 import statistics
 from typing import Sequence
+
+import torch
+
+from kbstudy.harness.timing import time_callable, time_device
+from kbstudy.harness.timing_stats import summarize
+from kbstudy.records.provenance import cpu_name
 
 #: Problems whose arithmetic runs in bf16 (their FLOPs are charged at the bf16 matrix rate).
 BF16_PROBLEMS = frozenset({10, 11})
@@ -89,8 +97,6 @@ class Machine:
     def key(self) -> str:
         """A short content hash of the measurement (24 hex digits of the SHA-256 of :meth:`to_json`): what
         ``floors.jsonl`` rows cite as ``machine_key`` (``machine.json`` carries it as ``key``)."""
-        import hashlib
-
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:24]
 
     @classmethod
@@ -292,11 +298,6 @@ def copy_at_size(nbytes: float, device: str, reps: int = 20) -> dict:
     the host hidden, ``reps`` calls): ``{"copy_ms": median, "copy_q1_ms": ..., "copy_q3_ms": ..., "copy_flush":
     the L2 flush's mode}``, times in ms.
     Raises ``ValueError`` on a CPU device (no device time there) or for ``nbytes`` below 2."""
-    import torch
-
-    from kbstudy.harness.timing import time_device
-    from kbstudy.harness.timing_stats import summarize
-
     if not device.startswith("cuda"):
         raise ValueError(f"a copy's device time needs a CUDA device, not {device!r}")
     half = int(nbytes) // 2
@@ -333,14 +334,10 @@ def launch_bound(floor_ms_value: float | None, launch_ms: float | None, factor: 
 def _empty_triton_launcher(device: str):
     """A zero-argument callable launching an empty Triton kernel (grid (1,), one pointer argument) on ``device``, or
     ``None`` where Triton cannot launch (no Triton; a CPU without ``TRITON_INTERPRET=1``)."""
-    import os
-
-    import torch
-
     if not device.startswith("cuda") and os.environ.get("TRITON_INTERPRET") != "1":
         return None
     try:
-        import triton
+        import triton  # the triton extra: optional on a CPU machine
     except ImportError:
         return None
 
@@ -375,8 +372,6 @@ def _measure_gather(dev, timer, reps: int, gather_rows: int | None, gather_n: in
     rows in flight per SM hide more of the per-row latency. The floors keep the copy bandwidth (their definition is
     unchanged); this is an extra column a report may show beside them.
     """
-    import torch
-
     kind = "cuda" if dev.type == "cuda" else "cpu"
     n_rows = gather_rows or GATHER_ROWS[kind]
     n = gather_n or GATHER_N[kind]
@@ -413,15 +408,12 @@ def measure_machine(device: str = "cuda", copy_bytes: int | None = None, matmul_
     Gather bandwidth (``details``: ``gather_bytes_per_s``, ``gather_ms``, ``gather_rows``, ``gather_n``,
     ``gather_row_bytes``): see :func:`_measure_gather`. An extra column for reports; no floor uses it.
     """
-    import torch
-
     dev = torch.device(device)
     is_cuda = dev.type == "cuda"
     if is_cuda and not torch.cuda.is_available():
         raise RuntimeError("measure_machine: CUDA requested but torch.cuda.is_available() is False")
     copy_bytes = copy_bytes or (4 << 30 if is_cuda else 256 << 20)
     matmul_n = matmul_n or (8192 if is_cuda else 1024)
-    from kbstudy.harness.timing import time_callable
 
     def timer(fn, n: int) -> list[float]:
         return time_callable(fn, device=str(dev), warmup_ms=0.0, min_warmup=2, budget_ms=0.0, min_reps=n, max_reps=n,
@@ -454,8 +446,6 @@ def measure_machine(device: str = "cuda", copy_bytes: int | None = None, matmul_
         name, l2 = props.name, int(getattr(props, "L2_cache_size", 0) or 0)
         method = "kbstudy.harness.timing.time_callable(clear_l2=False): cuda_event"
     else:
-        from kbstudy.records.provenance import cpu_name
-
         name, l2, method = f"CPU: {cpu_name()}", 0, "kbstudy.harness.timing.time_callable: cpu_perf_counter"
     details["copy_ms_median"] = statistics.median(copy_ms)
 

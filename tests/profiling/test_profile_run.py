@@ -1,27 +1,27 @@
-"""The gpu_run entry point on CPU (tiny configurations): records written, errors recorded, no silent overwrite."""
+"""The profile_run entry point on CPU (tiny configurations): records written, errors recorded, no silent overwrite."""
 
 import json
 
 import pytest
 
-from kbstudy.profiling import gpu_run
+from kbstudy.profiling import profile_run
 from kbstudy.records.store import iter_jsonl
 
 
 def test_plan_orders_seven_then_sweep_then_extras():
-    full = gpu_run.plan(tiny=False)
+    full = profile_run.plan(tiny=False)
     roles = [r for _, _, r in full]
     assert roles[:7] == ["seven"] * 7 and roles[-1] == "extra"
     sweep = [(n, s) for n, s, r in full if r == "sweep"]
     assert ("gpt2_train", "large") in sweep and ("gpt2_train", "small") not in sweep  # small is among the seven
-    assert all(s.startswith("tiny") for _, s, _ in gpu_run.plan(tiny=True))
+    assert all(s.startswith("tiny") for _, s, _ in profile_run.plan(tiny=True))
     with pytest.raises(KeyError):
-        gpu_run.plan(tiny=True, names=["nope"])
+        profile_run.plan(tiny=True, names=["nope"])
 
 
 def test_cpu_tiny_run_writes_records(tmp_path):
     out = tmp_path / "cpu-run"
-    summary = gpu_run.main(["--device", "cpu", "--tiny", "--out", str(out), "--workloads",
+    summary = profile_run.main(["--device", "cpu", "--tiny", "--out", str(out), "--workloads",
                             "bert_infer,dlrm_dcnv2_infer", "--no-sweep", "--no-extras", "--wait", "0",
                             "--warmup", "1", "--active", "1", "--timing-warmup", "1", "--trials", "2"])
     assert summary == 0
@@ -37,7 +37,7 @@ def test_cpu_tiny_run_writes_records(tmp_path):
     names = json.loads((out / "kernel_names.json").read_text())
     assert {d["name"] for d in names["names"]} == {k["name"] for k in kernels}
     with pytest.raises(FileExistsError):
-        gpu_run.run(out, "cpu", True, ["bert_infer"], sweep=False, extras=False)
+        profile_run.run(out, "cpu", True, ["bert_infer"], sweep=False, extras=False)
 
 
 def test_failing_workload_is_recorded_not_fatal(tmp_path, monkeypatch):
@@ -48,7 +48,7 @@ def test_failing_workload_is_recorded_not_fatal(tmp_path, monkeypatch):
 
     monkeypatch.setitem(W.WORKLOADS, "bert_infer", W.WorkloadSpec("bert_infer", "transformer", "inference", "base",
                                                                   ("base",), boom))
-    summary = gpu_run.run(tmp_path, "cpu", True, ["bert_infer", "dlrm_dcnv2_infer"], sweep=False, extras=False,
+    summary = profile_run.run(tmp_path, "cpu", True, ["bert_infer", "dlrm_dcnv2_infer"], sweep=False, extras=False,
                           wait=0, warmup=1, active=1, timing_warmup=0, trials=1)
     assert summary["error"] == 1 and summary["ok"] == 1
     rows = {r["workload"]: r for r in iter_jsonl(tmp_path / "workloads.jsonl")}

@@ -1,8 +1,8 @@
 """DLRM-Bench measurement run: the machine's ceilings, our twelve Triton kernels through the project's one evaluation
 path, and the roofline floors.
 
-    python -m kbstudy.suites.dlrm_bench.gpu_run --out DIR                                     # a GPU, full MLPerf sizes
-    python -m kbstudy.suites.dlrm_bench.gpu_run --device cpu --size-scale 0.0078125 --out DIR # CPU, Triton interpreter
+    python -m kbstudy.suites.dlrm_bench.measurement_run --out DIR                                     # a GPU, full MLPerf sizes
+    python -m kbstudy.suites.dlrm_bench.measurement_run --device cpu --size-scale 0.0078125 --out DIR # CPU, Triton interpreter
 
 Three steps, three kinds of files in ``DIR``:
 
@@ -23,7 +23,7 @@ Three steps, three kinds of files in ``DIR``:
 3. ``floors.jsonl`` -- one row per problem: ``problem_id``, ``problem_name``, ``problem_sha256`` (the same hash as the
    evaluation records: the unscaled source), ``size_scale``, ``precision``, compulsory ``bytes`` and ``flops``,
    ``formula``, ``floor_ms``, ``bound``, ``memory_ms``, ``compute_ms``, ``sector_bytes``, ``sector_ms`` (the bytes
-   in whole 32-byte DRAM sectors, from session 16) and ``machine_key`` (``machine.json``'s key); on a GPU also
+   in whole 32-byte DRAM sectors) and ``machine_key`` (``machine.json``'s key); on a GPU also
    ``copy_ms``, ``copy_q1_ms``, ``copy_q3_ms``, ``copy_flush``: the device time of a copy of the problem's compulsory
    bytes (:func:`kbstudy.suites.dlrm_bench.roofline.copy_at_size`), and where ``sector_bytes`` exceeds ``bytes`` (problems 5
    and 6) ``sector_copy_ms``, ``sector_copy_q1_ms``, ``sector_copy_q3_ms``: the same for a copy of ``sector_bytes``.
@@ -40,12 +40,25 @@ Triton's interpreter CPU times say nothing about kernel speed.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import json
+import multiprocessing
 import sys
 import time
 from pathlib import Path
 
-from kbstudy.suites.dlrm_bench.roofline import numeric_constants as _numeric_constants  # noqa: F401 - kept for callers
+import torch
+
+from kbstudy.harness import tensors
+from kbstudy.harness.candidates import load_candidates
+from kbstudy.harness.config import EvalConfig, resolve_device
+from kbstudy.harness.orchestrator import evaluate_batch
+from kbstudy.harness.problems import scale_source
+from kbstudy.records.store import RecordStore
+from kbstudy.suites.dlrm_bench import (DLRM_LEVEL, exec_source, load_dlrm_candidates, load_dlrm_problems,
+                                       problem_precision)
+from kbstudy.suites.dlrm_bench.roofline import (Machine, copy_at_size, measure_machine, numeric_constants,
+                                                problem_floor)
 
 #: Timing settings (``EvalConfig.timing``) on a CPU: 1 warm-up call, 3 timed calls.
 CPU_TIMING = {"warmup_ms": 0.0, "min_warmup": 1, "budget_ms": 0.0, "min_reps": 3, "max_reps": 3}
@@ -60,11 +73,6 @@ def measure_and_floors(device: str, size_scale: float, problem_ids: list[int] | 
     """The machine (``Machine`` as a dict plus ``key``; ``machine_dict`` if given, else measured) and one floor row per
     problem (see the module docstring). Meant for a child process: it opens the device and executes the problems'
     code."""
-    import torch
-
-    from kbstudy.suites.dlrm_bench import load_dlrm_problems, problem_precision
-    from kbstudy.suites.dlrm_bench.roofline import Machine, copy_at_size, measure_machine, problem_floor
-
     machine = Machine.from_dict(machine_dict) if machine_dict else measure_machine(device, reps=reps)
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
@@ -93,13 +101,6 @@ def floor_inputs(problem, size_scale: float, device: str, seed: int) -> tuple[di
     (``roofline.numeric_constants``) and, for the problems whose totals are random (:data:`INPUT_DEPENDENT`), the
     input set of ``seed`` built on ``device`` (as the reference process builds the timing pool's first set); ``None``
     for the others."""
-    import torch
-
-    from kbstudy.harness import tensors
-    from kbstudy.suites.dlrm_bench import exec_source
-    from kbstudy.suites.dlrm_bench.roofline import numeric_constants
-    from kbstudy.harness.problems import scale_source
-
     ns = exec_source(scale_source(problem.source, size_scale), problem.name)
     inputs = None
     if problem.problem_id in INPUT_DEPENDENT:
@@ -110,7 +111,7 @@ def floor_inputs(problem, size_scale: float, device: str, seed: int) -> tuple[di
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m kbstudy.suites.dlrm_bench.gpu_run", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m kbstudy.suites.dlrm_bench.measurement_run", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="output folder (machine.json, floors.jsonl, evaluations.jsonl, "
                                                  "references.jsonl)")
     ap.add_argument("--device", default="auto", help="cuda, cuda:N, cpu or auto (default: cuda when visible)")
@@ -145,15 +146,6 @@ def main(argv=None) -> int:
 
     def log(msg: str) -> None:
         print(f"[{time.perf_counter() - t_start:7.1f}s] {msg}", flush=True)
-
-    import concurrent.futures
-    import multiprocessing
-
-    from kbstudy.harness.candidates import load_candidates
-    from kbstudy.suites.dlrm_bench import DLRM_LEVEL, load_dlrm_candidates, load_dlrm_problems, problem_precision
-    from kbstudy.harness.config import EvalConfig, resolve_device
-    from kbstudy.harness.orchestrator import evaluate_batch
-    from kbstudy.records.store import RecordStore
 
     device = resolve_device(args.device)
     is_cuda = device.startswith("cuda")

@@ -2,11 +2,11 @@
 
 Usage (GPU, from the repository root)::
 
-    python -m kbstudy.profiling.gpu_run --out outputs/records/profiles/h200/eager
+    python -m kbstudy.profiling.profile_run --out outputs/records/profiles/h200/eager
 
 CPU (tiny configurations, per-ATen-operator self time; the same code path)::
 
-    python -m kbstudy.profiling.gpu_run --device cpu --tiny --out outputs/records/profiles/cpu/study --overwrite
+    python -m kbstudy.profiling.profile_run --device cpu --tiny --out outputs/records/profiles/cpu/study --overwrite
 
 Files written under ``--out`` (JSONL through :func:`kbstudy.records.store.append_jsonl`, one line per record):
 
@@ -36,11 +36,12 @@ from pathlib import Path
 
 import torch
 
+from kbstudy.harness.kernel_classes import (CATEGORIES, SOURCES, classify_kernel_source, classify_op_source,
+                                            matching_rule)
 from kbstudy.profiling import workloads as W
 from kbstudy.profiling.addressable import DEFAULT_RULE, addressable_fraction, rule_categories
 from kbstudy.profiling.capture import profile_steps, time_steps
-from kbstudy.harness.kernel_classes import (CATEGORIES, SOURCES, classify_kernel_source, classify_op_source,
-                                       matching_rule)
+from kbstudy.records.provenance import collect
 from kbstudy.records.store import append_jsonl
 
 KERNELS_FILE, WORKLOADS_FILE, NAMES_FILE = "kernels.jsonl", "workloads.jsonl", "kernel_names.json"
@@ -74,7 +75,7 @@ def _free(device: str) -> None:
 
 
 def _log(msg: str) -> None:
-    print(f"[gpu_run {time.strftime('%H:%M:%S')}] {msg}", flush=True)
+    print(f"[profile_run {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
 def run(out: str | os.PathLike, device: str | None = None, tiny: bool | None = None, names: list[str] | None = None,
@@ -99,9 +100,7 @@ def run(out: str | os.PathLike, device: str | None = None, tiny: bool | None = N
             p.unlink(missing_ok=True)
     out.mkdir(parents=True, exist_ok=True)
 
-    from kbstudy.records.provenance import collect  # after CUDA is usable: collect() asks for the device name
-
-    prov = collect(device)
+    prov = collect(device)  # after the device is chosen: collect() asks for the device name
     run_id = out.name
     level = "kernel" if cuda else "aten_op"
     basis = "device kernel time (torch.profiler, CUDA events)" if cuda else "ATen operator self CPU time (torch.profiler)"
@@ -195,7 +194,7 @@ def run(out: str | os.PathLike, device: str | None = None, tiny: bool | None = N
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m kbstudy.profiling.gpu_run", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m kbstudy.profiling.profile_run", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, help="output folder for kernels.jsonl, workloads.jsonl, kernel_names.json")
     p.add_argument("--device", default=None, help="cuda (default when available) or cpu")
     g = p.add_mutually_exclusive_group()
