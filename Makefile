@@ -1,4 +1,4 @@
-# kbstudy: one command per step. See docs/notebooks.md.
+# kbstudy: one command per step. See docs/reference/notebooks.md.
 PYTHON ?= python3
 STUDY ?= params/study/cpu_default.yaml
 # the executed notebooks that nbval re-runs (the committed, "golden" renderings)

@@ -28,7 +28,7 @@
 # 3. what the null candidates say about the **problems** (degenerate, low-spread, ill-conditioned references);
 # 4. the **spread of honest implementations** against each metric's threshold;
 # 5. the **leaderboard kernels re-verified**: how many pass KernelBench's check but fail kbstudy's, and why;
-# 6. **kbstudy's check as of checks v4** (`docs/verifier.md`) applied to the recorded metrics of the same records,
+# 6. **kbstudy's check as of checks v4** (`docs/reference/verifier.md`) applied to the recorded metrics of the same records,
 #    which older checks versions made.
 #
 # Every number comes from `kbstudy.analysis.audit` (and `kbstudy.analysis.calibration`), where the definitions are written out; this
@@ -43,7 +43,7 @@ records_dirs = ["outputs/records/kernelbench/cpu/calibration", "outputs/records/
 output_dir = "outputs/reports/cpu-default/02_correctness_audit"  # tables/ and figures/ go here
 precisions = ["fp32", "bf16"]  # keep records at these precisions
 hardware_label = "CPU at scaled sizes (calibration), H200 at full size (committed GPU records)"
-verifier_doc = "docs/verifier.md"  # the check is rendered from this file's section "The replacement check"
+verifier_doc = "docs/reference/verifier.md"  # the check is rendered from this file's section "The replacement check"
 
 # %%
 import functools
@@ -184,7 +184,7 @@ table(flagged[["setting", "precision", "level", "problem_id", "problem_name", "o
 # %% [markdown]
 # ## The spread of honest implementations, and the thresholds
 #
-# For each metric (formulas in `docs/verifier.md`): the worst value of an honest implementation (the reference at the
+# For each metric (formulas in `docs/reference/verifier.md`): the worst value of an honest implementation (the reference at the
 # run's precision against float64, `torch.compile`'s output where it was run, and real kernels both checks accept),
 # the worst value of the TF32 stand-in (`lowprec` at fp32: fp16 inputs, arithmetic and output, which bounds a GPU's
 # TF32 kernels from above) where kbstudy's relative-L2 check admits it, and the smallest value of a must-fail null.
@@ -219,7 +219,7 @@ table(audit.disagreements(evaluations, precisions), "candidate_disagreements")
 # %% [markdown]
 # ## kbstudy's check as of checks v4
 #
-# Proposed after this calibration and adopted as kbstudy's check in checks v4; rendered from `docs/verifier.md` (the
+# Proposed after this calibration and adopted as kbstudy's check in checks v4; rendered from `docs/reference/verifier.md` (the
 # normative statement lives there, with the reasons for each number).
 
 # %%

@@ -129,7 +129,7 @@ show(breakdown)
 # GEMM, attention and convolution are not addressable); where a step time exists, `f_of_step` divides the same
 # addressable kernel time by the step time measured without the profiler, which also counts the time the GPU waits
 # for the host between kernels. The models are plain PyTorch eager with `F.scaled_dot_product_attention`
-# (cuDNN SDPA on the H200), bf16, at the batch sizes of `docs/profiling.md`; the paper's software stack and batch
+# (cuDNN SDPA on the H200), bf16, at the batch sizes of `docs/reference/profiling.md`; the paper's software stack and batch
 # sizes may differ. The sentences under the table are computed from the records; the paper's values are constants.
 
 # %%

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The CPU null-candidate calibration rendered by notebook 02 (outputs/records/kernelbench/cpu/calibration/), in two
 # lanes (fp32 and bf16 run side by side on a 2-core machine). Resumable: a rerun evaluates only what is missing.
-# Measured wall times on 2 cores are in docs/notebooks.md (notebook 02).
+# Measured wall times on 2 cores are in docs/reference/notebooks.md (notebook 02).
 #
 #   bash scripts/cpu_calibration.sh [KERNELBENCH_DIR]     # default: `kbstudy data where` (data/kernelbench, ...)
 set -euo pipefail

@@ -102,7 +102,7 @@ phase_command() {
 }
 
 # the evaluator may know to record float32-only kernels at bf16 without running them (kbstudy.harness.candidates
-# scan_dtype_support; see docs/leaderboard_h200.md): use it when it is there
+# scan_dtype_support; see docs/results/kernelbench-level1.md): use it when it is there
 if [ -z "${SKIP_FLAG+set}" ]; then
   SKIP_FLAG=""
   # (in a dry run too, so that it prints the commands a real call runs)

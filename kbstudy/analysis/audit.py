@@ -16,7 +16,7 @@ What it computes:
 * :func:`candidate_reverification` / :func:`disagreements` -- real (non-null) candidates: how many pass KernelBench's
   check but fail kbstudy's, and why (``kbstudy_failure``);
 * :func:`threshold_evidence` and :func:`proposed_verdict` -- the spread of honest implementations against the
-  must-fail nulls for each metric, and kbstudy's accuracy check of checks v4 (``docs/verifier.md``, adopted from the
+  must-fail nulls for each metric, and kbstudy's accuracy check of checks v4 (``docs/reference/verifier.md``, adopted from the
   replacement check proposed there) applied to the recorded metrics, so records made by checks v1-v3 can be judged
   as ``kbstudy.verdict.checks`` judges today;
 * :func:`folder_findings` -- the calibration report of one record folder (what ``kbstudy calibrate`` prints).
@@ -40,7 +40,7 @@ from kbstudy.verdict import checks as verify
 PAPER_ZEROS_PASS = {"source": "paper (Agarwal, Garg, Singhal 2026)", "level": 1, "passing": 4, "problems": 60}
 
 #: The accuracy metrics that decide (record field names, in the order they are checked), their thresholds ``T_m[p]``
-#: and the factors ``K`` and ``S``: one definition each, in ``kbstudy.verdict.checks`` (``docs/verifier.md`` gives the reasons).
+#: and the factors ``K`` and ``S``: one definition each, in ``kbstudy.verdict.checks`` (``docs/reference/verifier.md`` gives the reasons).
 METRICS = verify.ACCURACY_METRICS
 THRESHOLDS = verify.ACCURACY_THRESHOLDS
 REFERENCE_FACTOR = verify.REFERENCE_FACTOR
@@ -478,7 +478,7 @@ def reference_errors(findings):
 
 
 def proposed_verdict(frame, references_errors=None):
-    """kbstudy's accuracy check as of checks v4 (``docs/verifier.md``; :func:`kbstudy.verdict.checks.accuracy_failure`, the
+    """kbstudy's accuracy check as of checks v4 (``docs/reference/verifier.md``; :func:`kbstudy.verdict.checks.accuracy_failure`, the
     function the verifier itself calls) applied to recorded metrics, so records made by checks v1-v3 can be read as
     the verifier judges today.
 

@@ -1,7 +1,7 @@
 """Null-candidate calibration: which null candidates pass which verdict, per problem and precision.
 
 Rule: on a problem that is not *flagged* (``ReferenceRecord.degenerate``, ``low_spread`` and ``unjudgeable`` all
-false: ``docs/verifier.md``, "The replacement check", step 2), kbstudy's verdict must reject every *must-fail* null:
+false: ``docs/reference/verifier.md``, "The replacement check", step 2), kbstudy's verdict must reject every *must-fail* null:
 ``zeros``, ``mean`` and the partial writers, and must accept every *honest* one: ``reference`` and, where it was run,
 ``compile`` (the reference under ``torch.compile``). Two nulls are *probes*, reported but not required to fail,
 because they can be accurate answers:

@@ -114,7 +114,7 @@ def calibrate_command(
         fail(str(exc))
     typer.echo(f"{totals.violations} null candidates pass kbstudy's check on a problem not flagged degenerate, "
                "low-spread or unjudgeable, or are honest and fail it (must be 0; noise and lowprec excepted: the "
-               "calibration rule of docs/verifier.md)")
+               "calibration rule of docs/reference/verifier.md)")
     _fail_on_violations(totals.violations)
     typer.echo("PASS: kbstudy's verdict rejects every must-fail null and accepts every honest one on the problems not "
                "flagged" + (f", among the records evaluated; {totals.not_evaluated} null records were not evaluated "

@@ -68,7 +68,7 @@ class EvalConfig:
         verifier's checks (a record made without the second sentinel, the storage-reuse trial, the extra trials or
         the timing pool is a different evaluation, so a rerun with them on evaluates again rather than reusing it).
         ``checks=v3``: extra trials, timing pool with checked outputs, host cross-check, significance of speedups.
-        ``checks=v4``: kbstudy's accuracy verdict of ``docs/verifier.md`` (three metrics, each bound
+        ``checks=v4``: kbstudy's accuracy verdict of ``docs/reference/verifier.md`` (three metrics, each bound
         ``max(T, REFERENCE_FACTOR * e_ref)`` with the reference's own error on the same input set; problem flags on
         the reference record). The extra trials' seeds are not part of it (they are drawn per run; records list
         them)."""

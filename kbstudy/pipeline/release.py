@@ -3,11 +3,11 @@ scripts use.
 
 ``kbstudy release --records DIR [--records DIR ...] --out outputs/release/<name>`` writes::
 
-    evaluations.jsonl     one EvaluationRecord a line (docs/record_schema.md) plus the derived columns below
+    evaluations.jsonl     one EvaluationRecord a line (docs/reference/record_schema.md) plus the derived columns below
     evaluations.parquet   the same rows; dict/list columns (metadata, coverage_sentinels) as JSON strings
     references.jsonl      one ReferenceRecord a line (eager and torch.compile timings per problem)
     references.parquet    the same rows; dict/list columns as JSON strings
-    schema.json           every column: name, JSON type, Parquet type, meaning (from docs/record_schema.md)
+    schema.json           every column: name, JSON type, Parquet type, meaning (from docs/reference/record_schema.md)
     README.md             what it holds: sources, commits, hardware, counts by configuration, version, precision,
                           outcome and verdict, and the command that regenerates it
 
@@ -111,7 +111,7 @@ def merge_record_folders(dest: str | os.PathLike, sources: Iterable[str | os.Pat
 
 
 def _schema_rows(doc: Path, section: str) -> dict[str, tuple[str, str]]:
-    """``{field: (type, meaning)}`` from the markdown table under ``## `<section>``` of docs/record_schema.md."""
+    """``{field: (type, meaning)}`` from the markdown table under ``## `<section>``` of docs/reference/record_schema.md."""
     if not doc.is_file():
         return {}
     text = doc.read_text()
@@ -172,7 +172,7 @@ def write_release(records: Iterable[str | os.PathLike], out: str | os.PathLike, 
         out: the release folder (created; its files replaced).
         name: the dataset's name in the README (default: ``out``'s name).
         command: the command line written into the README (default: the ``kbstudy release`` call that regenerates it).
-        root: the repository root, for repo-relative folder names in the README and for docs/record_schema.md.
+        root: the repository root, for repo-relative folder names in the README and for docs/reference/record_schema.md.
 
     Returns ``{file name: path}``. Raises ``ValueError`` if the folders hold no evaluation records.
     """
@@ -201,7 +201,7 @@ def write_release(records: Iterable[str | os.PathLike], out: str | os.PathLike, 
     eval_schema = _as_parquet(evaluations, paths["evaluations.parquet"])
     ref_schema = _as_parquet(references, paths["references.parquet"])
 
-    doc = root / "docs" / "record_schema.md"
+    doc = root / "docs" / "reference" / "record_schema.md"
     described = {"evaluations": {**_schema_rows(doc, "EvaluationRecord"), **DERIVED_COLUMNS},
                  "references": {**_schema_rows(doc, "ReferenceRecord"),
                                 "records_folder": DERIVED_COLUMNS["records_folder"]}}
@@ -243,7 +243,7 @@ def write_release(records: Iterable[str | os.PathLike], out: str | os.PathLike, 
         "Files: `evaluations.jsonl` / `evaluations.parquet` (one row per candidate x problem x precision), "
         "`references.jsonl` / `references.parquet` (PyTorch eager and torch.compile timings per problem), "
         "`schema.json` (every column). Times in ms; speedup = baseline median / candidate median. Field meanings: "
-        "`docs/record_schema.md`; derived columns: " + ", ".join(f"`{c}`" for c in DERIVED_COLUMNS) + ".",
+        "`docs/reference/record_schema.md`; derived columns: " + ", ".join(f"`{c}`" for c in DERIVED_COLUMNS) + ".",
         "",
         f"Hardware: {', '.join(sorted(ev['hardware'].dropna().unique()))}. Size scales: "
         f"{', '.join(str(s) for s in sorted(ev['size_scale'].dropna().unique()))}. torch: "

@@ -2,7 +2,7 @@
 size scale) and one :class:`ReferenceRecord` per problem (the reference's eager and ``torch.compile`` timings, measured
 once per problem in a process where no candidate was ever loaded); their keys, outcome categories and flags.
 
-Every number the study reports comes from these records. ``docs/record_schema.md`` documents every field; a test keeps
+Every number the study reports comes from these records. ``docs/reference/record_schema.md`` documents every field; a test keeps
 the two in step. :mod:`kbstudy.records.store` writes and reads them; :mod:`kbstudy.records.frames` loads them as frames.
 """
 

@@ -9,7 +9,7 @@ KernelBench ``src/kernelbench/eval.py``, commit 423217d): 5 trials whose input s
 must hold, with ``tol`` = 1e-4 for fp32 and 1e-2 for fp16/bf16 (atol = rtol); all trials must pass. Its known hole:
 an output whose magnitude is below ``atol`` everywhere (e.g. all zeros against a softmax over 393216 features) passes.
 
-**kbstudy's verdict** (checks v4, ``docs/verifier.md`` section "kbstudy's check (as implemented)", whose normative
+**kbstudy's verdict** (checks v4, ``docs/reference/verifier.md`` section "kbstudy's check (as implemented)", whose normative
 form for other harnesses is the section "The replacement check"), which does not depend on the output's magnitude.
 Per trial and output tensor:
 
@@ -93,7 +93,7 @@ reported, but is no evidence of correctness (``EvaluationRecord.problem_flags``)
   unwritten under both is unwritten; ``coverage_sentinels`` on each record says which sentinels its trials used.
 
 The thresholds' reasons (the spread of honest implementations against the must-fail null candidates, measured in the
-CPU calibration) are in ``docs/verifier.md``, section "Thresholds and their reasons".
+CPU calibration) are in ``docs/reference/verifier.md``, section "Thresholds and their reasons".
 """
 
 from __future__ import annotations
@@ -114,20 +114,20 @@ KERNELBENCH_TOLERANCE = {"fp32": 1e-4, "fp16": 1e-2, "bf16": 1e-2}
 #: KernelBench scripts' correctness trial count (``EvalConfig.num_correct_trials`` in ``eval_from_generations.py``).
 KERNELBENCH_TRIALS = 5
 #: ``T_L2[p]``: kbstudy's relative-L2 thresholds against the float64 reference, dimensionless. Set for a GPU's TF32
-#: at fp32 (unit roundoff 2^-11) and bf16 output rounding plus accumulation; ``docs/verifier.md``, "Thresholds and their
+#: at fp32 (unit roundoff 2^-11) and bf16 output rounding plus accumulation; ``docs/reference/verifier.md``, "Thresholds and their
 #: reasons". fp16's is not validated by a calibration yet.
 REL_L2_THRESHOLD = {"fp32": 1e-3, "fp16": 5e-3, "bf16": 2e-2}
 #: ``T_MAX[p]``: thresholds of ``max_abs_error_normalized`` (error in units of RMS(r)): the geometric middle of the
-#: honest maxima and "one element wrong at the output's scale" (~1); ``docs/verifier.md``, "Thresholds and their
+#: honest maxima and "one element wrong at the output's scale" (~1); ``docs/reference/verifier.md``, "Thresholds and their
 #: reasons".
 MAX_ABS_THRESHOLD = {"fp32": 0.1, "fp16": 0.1, "bf16": 0.25}
 #: ``T_ELEM[p]``: thresholds of ``elementwise_rel_error_max`` (relative error with the floor sqrt(eps(p)) RMS(r)): above
 #: the honest maxima (TF32 stand-in 14.9 at fp32, 0.40 at bf16) and below ``1 / sqrt(eps(p))`` (fp32 2900, fp16 32,
-#: bf16 11.3), what a wrong value of the output's scale at a near-zero element reads; ``docs/verifier.md``.
+#: bf16 11.3), what a wrong value of the output's scale at a near-zero element reads; ``docs/reference/verifier.md``.
 ELEMENTWISE_THRESHOLD = {"fp32": 100.0, "fp16": 8.0, "bf16": 2.0}
 #: The accuracy metrics that decide (record field names), in the order they are checked.
 ACCURACY_METRICS = ("rel_l2_error", "max_abs_error_normalized", "elementwise_rel_error_max")
-#: ``T_m[p]`` per accuracy metric and precision (``docs/verifier.md``, the table of "The replacement check").
+#: ``T_m[p]`` per accuracy metric and precision (``docs/reference/verifier.md``, the table of "The replacement check").
 ACCURACY_THRESHOLDS = {"rel_l2_error": REL_L2_THRESHOLD, "max_abs_error_normalized": MAX_ABS_THRESHOLD,
                        "elementwise_rel_error_max": ELEMENTWISE_THRESHOLD}
 #: ``kbstudy_failure`` of an output above the bound of each accuracy metric (``rel_l2`` is the name checks v1-v3 used).
@@ -136,10 +136,10 @@ ACCURACY_FAILURES = {"rel_l2_error": "rel_l2", "max_abs_error_normalized": "max_
 #: ``K``: a candidate may be this many times as far from float64 as the reference computed at the run's precision on
 #: the same inputs (the bound is ``max(T_m[p], K e_ref[m])``): a safety factor for another summation order or a split
 #: reduction, small enough that an all-zeros output (relative L2 error 1) stays out unless ``K e_ref >= 1`` (the
-#: problem is then *unjudgeable*); ``docs/verifier.md``, "Thresholds and their reasons".
+#: problem is then *unjudgeable*); ``docs/reference/verifier.md``, "Thresholds and their reasons".
 REFERENCE_FACTOR = 4.0
 #: ``S``: a problem whose float64 output has relative spread ``std(r) / RMS(r)`` at most ``S * T_L2[p]`` is
-#: *low-spread at p*: a constant comes within this factor of passing the relative-L2 check (``docs/verifier.md``,
+#: *low-spread at p*: a constant comes within this factor of passing the relative-L2 check (``docs/reference/verifier.md``,
 #: "What the calibration found").
 LOW_SPREAD_FACTOR = 2.0
 #: Required fraction of output elements written.
@@ -273,7 +273,7 @@ def accuracy_bound(metric: str, precision: str, reference_error: float | None = 
             alone applies. May be ``inf`` (the reference at ``precision`` overflowed where float64 did not): the
             bound is then infinite, and the problem unjudgeable.
     Returns the bound, dimensionless (as the metric). Raises ``KeyError`` for an unknown metric or precision.
-    Source: ``docs/verifier.md``, "The replacement check", step 3.
+    Source: ``docs/reference/verifier.md``, "The replacement check", step 3.
     """
     threshold = ACCURACY_THRESHOLDS[metric][precision]
     e_ref = _known(reference_error)
@@ -317,7 +317,7 @@ def is_low_spread(numel, rel_spread, precision: str) -> bool:
         rel_spread: ``std(r) / RMS(r)`` of the float64 output over its finite elements (dimensionless; ``None`` or NaN
             when unknown or undefined, e.g. an all-zero output, which is *degenerate* instead).
         precision: ``fp32``, ``fp16`` or ``bf16``.
-    Returns ``False`` where either argument is unknown. Source: ``docs/verifier.md``, "The replacement check", step 2.
+    Returns ``False`` where either argument is unknown. Source: ``docs/reference/verifier.md``, "The replacement check", step 2.
     """
     n, spread = _known(numel), _known(rel_spread)
     if n is None or spread is None:
@@ -344,7 +344,7 @@ def is_unjudgeable(reference_rel_l2, rel_spread=None, rescued: bool = False) -> 
         rel_spread: ``std(r) / RMS(r)`` of the float64 output (:func:`relative_spread`; dimensionless); ``None``/NaN,
             0 (a constant output, flagged *degenerate* instead) or unknown: the all-zeros test alone.
         rescued: see above.
-    Returns ``False`` where ``reference_rel_l2`` is unknown. Source: ``docs/verifier.md``, "The replacement check",
+    Returns ``False`` where ``reference_rel_l2`` is unknown. Source: ``docs/reference/verifier.md``, "The replacement check",
     step 2.
     """
     e_ref = _known(reference_rel_l2)

@@ -34,7 +34,7 @@ precision only if, on the variant trial's own inputs (:func:`applicability`):
    float64 one is, so an honest kernel's can be;
 5. these inputs are judgeable at the run's precision (``checks.is_unjudgeable`` of the reference's own relative L2
    error and the output's relative spread on them is false): the check, whose bounds widen to ``REFERENCE_FACTOR``
-   times that error (checks v4, ``docs/verifier.md``), still rejects every constant output.
+   times that error (checks v4, ``docs/reference/verifier.md``), still rejects every constant output.
    Before checks v4 the bounds were fixed, and rule 4 also required the reference to be within them.
 
 Otherwise the variant is recorded as ``"n.a."`` with the reason (``ReferenceRecord.metadata["variants"]``,

@@ -1,6 +1,6 @@
 """Checks v4: kbstudy's accuracy verdict with three metrics and bounds that adapt to the reference's own error
 (``kbstudy.verdict.checks.accuracy_failure``), the problem flags on the reference record, and what they change in the
-calibration (``docs/verifier.md``, "kbstudy's check (as implemented)" and "What the calibration found").
+calibration (``docs/reference/verifier.md``, "kbstudy's check (as implemented)" and "What the calibration found").
 
 Real level-1 problems at 1/64 of their sizes through ``evaluate_batch`` (one bf16 batch), and the reference session
 in this process for the reference's own errors; nothing of kbstudy is mocked."""

@@ -254,7 +254,7 @@ def test_markdown_section(tmp_path):
                                                    "### sub\nmore\n")
     with pytest.raises(KeyError):
         markdown_section(doc, "## C")
-    spec = markdown_section(REPO / "docs" / "verifier.md", "## The replacement check")
+    spec = markdown_section(REPO / "docs" / "reference" / "verifier.md", "## The replacement check")
     assert "def judge(P, C, p):" in spec and "## What the calibration found" not in spec
     # the numbers the spec states are the ones the verifier (and the audit, through it) applies
     for metric, row in (("rel_l2_error", "T_L2"), ("max_abs_error_normalized", "T_MAX"),

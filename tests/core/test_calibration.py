@@ -462,7 +462,7 @@ def test_calibration_report_reads_existing_folders(tmp_path):
 
 
 def test_the_committed_h200_calibration_is_complete_and_its_counts_hold():
-    """The H200 calibration (``outputs/records/kernelbench/h200/calibration``) as its README and docs/verifier.md quote
+    """The H200 calibration (``outputs/records/kernelbench/h200/calibration``) as its README and docs/reference/verifier.md quote
     it: every null evaluated on every problem at fp32 and bf16, but level-3 33_VanillaRNN and 35_LSTM at bf16,
     whose reference raises (a float32 hidden state beside a bf16 model); 0 violations in every folder; all-zeros
     passes KernelBench's check on 2 (fp32) and 4 (bf16) of 100 level-1 problems, 5 and 7 of 100 level-2, none at

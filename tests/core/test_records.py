@@ -234,8 +234,8 @@ def _doc_sections(text: str) -> dict[str, list[tuple[str, str]]]:
 
 @pytest.mark.parametrize("cls", [EvaluationRecord, ReferenceRecord], ids=lambda c: c.__name__)
 def test_schema_doc_documents_every_field(cls):
-    doc = REPO / "docs" / "record_schema.md"
-    assert doc.is_file(), "docs/record_schema.md is missing"
+    doc = REPO / "docs" / "reference" / "record_schema.md"
+    assert doc.is_file(), "docs/reference/record_schema.md is missing"
     sections = _doc_sections(doc.read_text())
     assert cls.__name__ in sections, f"no field table under a '{cls.__name__}' heading"
     documented = dict(sections[cls.__name__])

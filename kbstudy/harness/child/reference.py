@@ -448,7 +448,7 @@ class ReferenceSession:
 
     # ------------------------------------------------------------------------------------------------ flags
     def problem_flags(self, degeneracy: dict, applicability: dict | None = None) -> dict:
-        """The reference's own accuracy at the run's precision and the problem's flags (``docs/verifier.md``, "The
+        """The reference's own accuracy at the run's precision and the problem's flags (``docs/reference/verifier.md``, "The
         replacement check", step 2), once per problem, precision and size:
 
         * ``reference_<metric>`` for each metric of ``kbstudy.verdict.checks.ACCURACY_METRICS``: the worst over KernelBench's

@@ -1,6 +1,6 @@
 """DLRM-Bench: twelve recommender-model kernel problems in KernelBench format, our Triton kernels, and their roofline.
 
-Layout (see ``docs/dlrm_bench.md``):
+Layout (see ``docs/reference/dlrm-bench.md``):
 
 * ``problems/{id}_{Name}.py`` -- the twelve problems (``Model``, ``get_inputs``, ``get_init_inputs``), shapes from the
   MLPerf DLRM-v2 configuration (mlcommons/training ``recommendation_v2/torchrec_dlrm/README.MD``), tables capped at
