@@ -29,6 +29,7 @@ can be reviewed.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from typing import Iterable
 
@@ -87,8 +88,6 @@ def custom_kernel_share(kernels: Iterable[tuple[str, float]], top: int = 5) -> d
     (first 300 characters), "us": float, "origin": str, "library": str|None, "category": str}, ...] (longest
     first; category from ``kbstudy.harness.kernel_classes.classify_kernel``), "time_us_by_origin": {origin: us}}``.
     """
-    import math
-
     totals: dict[str, float] = {}
     for name, us in kernels:
         us = float(us)

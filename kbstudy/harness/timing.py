@@ -74,6 +74,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import statistics
 import time
 from typing import Callable
@@ -359,8 +360,6 @@ class CallSample:
     ``size``). Raises ``ValueError`` for ``size`` < 1."""
 
     def __init__(self, size: int = 1, rng=None):
-        import random
-
         if size < 1:
             raise ValueError(f"size must be at least 1, not {size}")
         self.size = size

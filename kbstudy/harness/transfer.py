@@ -5,6 +5,9 @@ payload tagged ``b"S"`` (shared, opened only by the receiver) or an error dict t
 
 from __future__ import annotations
 
+import pickle
+from multiprocessing.reduction import ForkingPickler
+
 from typing import Any
 
 
@@ -20,15 +23,12 @@ def share(obj: Any) -> bytes:
     """Pickle ``obj`` with torch's multiprocessing reductions: tensors travel by handle (CUDA IPC or a shared-memory
     file), not by value. The sender must keep the tensors alive until the receiver is done with them."""
     import torch.multiprocessing  # noqa: F401 - registers the tensor reductions with ForkingPickler
-    from multiprocessing.reduction import ForkingPickler
 
     return bytes(ForkingPickler.dumps(obj, protocol=5))
 
 
 def unshare(data: bytes) -> Any:
     """Inverse of :func:`share` (opens the handles)."""
-    import pickle
-
     import torch.multiprocessing  # noqa: F401
 
     return pickle.loads(data)  # noqa: S301 - bytes come from our own processes
@@ -42,15 +42,11 @@ def pack_shared(obj: Any) -> bytes:
 
 def pack_error(error: dict) -> bytes:
     """A plain pickled error dict tagged ``b"E"`` (see :func:`pack_shared`)."""
-    import pickle
-
     return b"E" + pickle.dumps(error)
 
 
 def unpack(data: bytes) -> tuple[dict | None, bytes]:
     """``(error, b"")`` for an error packet; ``(None, shared_payload)`` for a payload, still unopened."""
-    import pickle
-
     if data[:1] == b"E":
         return pickle.loads(data[1:]), b""  # noqa: S301 - a plain dict from our own process
     if data[:1] == b"S":

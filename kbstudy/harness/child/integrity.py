@@ -23,6 +23,13 @@ sentinel into every floating tensor the candidate allocates through the dispatch
 
 from __future__ import annotations
 
+import importlib
+import inspect
+import os.path
+import time as time_mod
+import types
+import warnings
+
 #: Namespaces whose callables' identities are part of the global state (a reference or the harness calls them).
 _IDENTITY_NAMESPACES = ("torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special", "torch.Tensor",
                         "torch.nn.Module", "time")
@@ -51,12 +58,6 @@ def global_state_snapshot() -> dict:
     be read on this build maps to ``"<unreadable>"``), and ``{"<namespace>.<attr>": object}`` for every public
     callable of :data:`_IDENTITY_NAMESPACES` (every attribute, dunders included, of ``torch.Tensor`` and
     ``torch.nn.Module``). Objects, not ``id()`` values, are kept so an id cannot be recycled."""
-    import importlib
-    import inspect
-    import time as time_mod
-    import types
-    import warnings
-
     import torch
     import torch.utils.deterministic  # noqa: F401 - read by a flag expression
 
@@ -86,8 +87,6 @@ def global_state_snapshot() -> dict:
 
 def _torch_internal(value) -> bool:
     """True if ``value`` is a function whose code lives in torch's package (torch rebinding its own functions)."""
-    import os.path
-
     import torch
 
     code = getattr(value, "__code__", None)
