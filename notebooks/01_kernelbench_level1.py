@@ -77,6 +77,7 @@ plots.set_theme()
 warnings.filterwarnings("ignore", category=scoring.NoNoiseMarginWarning)
 tables_dir, figures_dir = plots.report_dirs(project_path(output_dir))
 show = functools.partial(show_table, precision=3)  # HTML tables, rounded (every number at full precision in tables/)
+percent = dict.fromkeys(["compiled_pct", "kernelbench_correct_pct", "kbstudy_correct_pct", "correct_pct"], 1)
 save = functools.partial(plots.show_figure, figures_dir)  # deterministic PNG + SVG, displayed
 
 
@@ -133,7 +134,7 @@ headline = summary_eager[["model_config", "n", "n_skipped", "compiled_pct", "ker
         columns={"speedup_median": "compile_speedup_median", "speedup_geomean": "compile_speedup_geomean"}),
     on="model_config")
 headline.to_csv(tables_dir / "headline.csv", index=False)
-show(headline, caption="Headline metrics (percentages 0-100, fast_p a fraction 0-1)")
+show(headline, caption="Headline metrics (percentages 0-100, fast_p a fraction 0-1)", decimals=percent)
 margins = scoring.noise_margins(frame)
 print("noise margin per hardware (from null:reference; a verified speedup's interval must clear 1 + m): "
       + ", ".join(f"{hw}: m = {margins[hw]:.1%}" if hw in margins else f"{hw}: m = 0 (no null:reference records)"
@@ -161,7 +162,7 @@ save(fig, "correctness_rates", alt="Horizontal bars: compiled, KernelBench-corre
      "model configuration.")
 show(rates.pivot(index="model_config", columns="metric", values="percent")
      [["compiled", "KernelBench-correct", "kbstudy-correct"]].reset_index().rename_axis(columns=None),
-     caption="Figure 1's data (% of attempted problems)")
+     precision=1, caption="Figure 1's data (% of attempted problems)")
 
 # %% [markdown]
 # ## Figure 2: fast_p as the speedup threshold p rises
@@ -218,7 +219,7 @@ else:
 by_category = scoring.summarize(frame, by=["model_config", "category"], correctness=correctness, baseline="eager")
 by_category.to_csv(tables_dir / "summary_by_category.csv", index=False)
 show(by_category[["model_config", "category", "n", "correct_pct", "fast_1", "speedup_geomean"]],
-     caption="Per model configuration and operator category")
+     caption="Per model configuration and operator category", decimals=percent)
 
 # %% [markdown]
 # ## pass@k, where there are several samples per problem
@@ -277,7 +278,8 @@ else:
         print(f"PARTIAL: {measured['with_record'].sum()} of {measured['published'].sum()} (kernel, version, "
               "precision) evaluations have a record; the tables below are of the problems measured so far")
     show(measured, caption="Coverage: published kernels with a record")
-    show(table, caption="The headline table of the leaderboard's largest configurations")
+    show(table, caption="The headline table of the leaderboard's largest configurations",
+         decimals=dict.fromkeys([c for c in table.columns if "pct" in c], 1))
     categories = paper.category_table(records, configs)
     categories.to_csv(tables_dir / "headline_by_category.csv", index=False)
     for (version, prec), part in categories.groupby(["problem_version", "precision"], sort=True):

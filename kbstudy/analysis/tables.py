@@ -18,10 +18,11 @@ from __future__ import annotations
 import hashlib
 import html
 import math
-from pathlib import PurePosixPath
 from dataclasses import dataclass
 from numbers import Integral, Real
+from pathlib import PurePosixPath
 
+import numpy as np
 import pandas as pd
 from pandas.io.formats.style import Styler  # needs Jinja2 (the notebooks extra)
 
@@ -34,7 +35,8 @@ NA_REP = "-"
 # scoped to the table's own id so that two tables on a page never style each other.
 _TABLE_STYLES = [
     {"selector": "", "props": "border-collapse: collapse; font-variant-numeric: tabular-nums; margin: 0.4em 0;"},
-    {"selector": "caption", "props": "caption-side: top; text-align: left; font-weight: bold; padding: 0.2em 0;"},
+    {"selector": "caption",
+     "props": "caption-side: top; text-align: left; font-weight: bold; padding: 0.2em 0; white-space: nowrap;"},
     {"selector": "th", "props": "text-align: right; vertical-align: bottom; max-width: 12em;"},
     {"selector": "td", "props": "text-align: right; white-space: nowrap;"},
     {"selector": "th.row_heading", "props": "text-align: left; white-space: nowrap;"},
@@ -43,7 +45,7 @@ _TABLE_STYLES = [
 SHORT_TEXT = 28
 _SHORT_TEXT_CELL = [{"selector": "td", "props": "text-align: left;"}, {"selector": "th", "props": "text-align: left;"}]
 _LONG_TEXT_CELL = [
-    {"selector": "td", "props": "text-align: left; white-space: normal; min-width: 14em; max-width: 36em;"},
+    {"selector": "td", "props": "text-align: left; white-space: normal; min-width: 14em; max-width: 48em;"},
     {"selector": "th", "props": "text-align: left;"}]
 
 
@@ -68,8 +70,8 @@ class HtmlTable:
 def _is_whole(column: pd.Series) -> bool:
     """Counts stored as floats (a count column with gaps): whole numbers, some above 1 (a column of shares that are
     all 0 or 1 keeps its decimals, like its neighbours)."""
-    values = column.dropna()
-    values = values[~values.map(lambda v: math.isinf(v))] if len(values) else values
+    values = column.dropna().astype(float)
+    values = values[np.isfinite(values)]
     return (len(values) > 0 and bool(((values % 1) == 0).all()) and bool((values.abs() < 1e15).all())
             and bool((values.abs() > 1).any()))
 
@@ -86,9 +88,9 @@ def _significant(x: float, digits: int) -> str:
 
 def _float_formatter(precision: int, significant: int | None, whole: bool):
     def fmt(x) -> str:
-        if x is None or (isinstance(x, Real) and not isinstance(x, Integral) and math.isnan(x)):
+        if x is None or x is pd.NA or (isinstance(x, Real) and not isinstance(x, Integral) and math.isnan(x)):
             return NA_REP
-        if isinstance(x, (bool,)) or not isinstance(x, Real):
+        if isinstance(x, bool) or not isinstance(x, Real):
             return str(x)
         if isinstance(x, Integral):
             return str(int(x))
@@ -100,12 +102,15 @@ def _float_formatter(precision: int, significant: int | None, whole: bool):
     return fmt
 
 
-def _formatters(frame: pd.DataFrame, precision: int, significant: int | None) -> dict:
-    """One formatter per column position: floats rounded, whole-number float columns without decimals."""
+def _formatters(frame: pd.DataFrame, precision: int, significant: int | None, decimals: dict) -> dict:
+    """One formatter per column position: floats rounded, whole-number float columns without decimals; a column
+    named in ``decimals`` gets that many decimals."""
     out = {}
     for i in range(frame.shape[1]):
         column = frame.iloc[:, i]
-        if pd.api.types.is_float_dtype(column.dtype):
+        if frame.columns[i] in decimals:
+            out[i] = _float_formatter(decimals[frame.columns[i]], None, False)
+        elif pd.api.types.is_float_dtype(column.dtype):
             out[i] = _float_formatter(precision, significant, _is_whole(column))
         elif column.dtype == object and column.map(lambda v: isinstance(v, float)).any():
             numbers = pd.to_numeric(column.where(column.map(lambda v: isinstance(v, float))), errors="coerce")
@@ -127,24 +132,29 @@ def _text(frame: pd.DataFrame, formatters: dict, index: bool) -> str:
     return cells.to_string(index=index)
 
 
-def _table_id(frame: pd.DataFrame, caption: str | None, precision: int, significant: int | None) -> str:
+def _table_id(frame: pd.DataFrame, caption: str | None, precision: int, significant: int | None,
+              decimals: dict) -> str:
+    """A fixed id from everything the table shows (pandas' Styler draws a random one unless given one)."""
     digest = hashlib.sha256()
-    digest.update(repr((caption, precision, significant, [str(c) for c in frame.columns],
+    digest.update(repr((caption, precision, significant, sorted(decimals.items()), [str(c) for c in frame.columns],
                         [str(i) for i in frame.index.names])).encode())
     digest.update(frame.to_csv().encode())
     return "kb" + digest.hexdigest()[:10]
 
 
 def html_table(frame: pd.DataFrame, precision: int = 3, *, significant: int | None = None, index: bool = False,
-               caption: str | None = None, max_rows: int = MAX_ROWS, csv: str | None = None) -> HtmlTable:
-    """``frame`` as an :class:`HtmlTable`: floats with ``precision`` decimals (or ``significant`` significant digits),
-    missing values as ``-``, the index shown only with ``index=True``, an optional ``caption`` above it and, with
-    ``csv``, a link to the full-precision CSV file (a path relative to the report). More than ``max_rows`` rows: the
-    table is collapsed into a ``<details>`` element whose summary names the caption and the row count."""
+               caption: str | None = None, max_rows: int = MAX_ROWS, csv: str | None = None,
+               decimals: dict | None = None) -> HtmlTable:
+    """``frame`` as an :class:`HtmlTable`: floats with ``precision`` decimals (or ``significant`` significant digits;
+    ``decimals`` maps a column to its own number of decimals, e.g. one for percentages), missing values as ``-``, the
+    index shown only with ``index=True``, an optional ``caption`` above it and, with ``csv``, a link to the
+    full-precision CSV file (a path relative to the report). More than ``max_rows`` rows: the table is collapsed into
+    a ``<details>`` element whose summary names the caption and the row count."""
     if not isinstance(frame, pd.DataFrame):
         frame = pd.DataFrame(frame)
-    formatters = _formatters(frame, precision, significant)
-    table_id = _table_id(frame, caption, precision, significant)
+    decimals = dict(decimals or {})
+    formatters = _formatters(frame, precision, significant, decimals)
+    table_id = _table_id(frame, caption, precision, significant, decimals)
     # positional column keys: duplicate or tuple labels (crosstabs) cannot key Styler.format's dict
     positional = frame.set_axis(range(frame.shape[1]), axis=1)
     styler = Styler(positional, uuid=table_id, cell_ids=False, escape="html")
@@ -156,7 +166,7 @@ def html_table(frame: pd.DataFrame, precision: int = 3, *, significant: int | No
         styler = styler.format_index(escape="html", axis=0)
     text_columns = [i for i in range(frame.shape[1]) if not pd.api.types.is_numeric_dtype(frame.iloc[:, i].dtype)
                     or pd.api.types.is_bool_dtype(frame.iloc[:, i].dtype)]
-    longest = {i: int(frame.iloc[:, i].astype(str).str.len().max()) if len(frame) else 0 for i in text_columns}
+    longest = {i: max((len(formatters[i](v)) for v in frame.iloc[:, i]), default=0) for i in text_columns}
     styles = {i: _LONG_TEXT_CELL if longest[i] > SHORT_TEXT else _SHORT_TEXT_CELL for i in text_columns}
     styler = styler.set_table_styles(_TABLE_STYLES).set_table_styles(styles, overwrite=False)
     if caption:
@@ -166,8 +176,8 @@ def html_table(frame: pd.DataFrame, precision: int = 3, *, significant: int | No
             f'{html.escape(PurePosixPath(csv).name)}</a></p>') if csv else ""
     if len(frame) > max_rows:
         what = html.escape(caption) if caption else "table"
-        body = (f"<details><summary>{what}: {len(frame)} rows, {frame.shape[1]} columns (click to show)</summary>"
-                f"\n{body}</details>")
+        columns = f"{frame.shape[1]} column{'s' if frame.shape[1] != 1 else ''}"
+        body = f"<details><summary>{what}: {len(frame)} rows, {columns} (click to show)</summary>\n{body}</details>"
     text = _text(frame, formatters, index)
     if caption:
         text = f"{caption}\n{text}"

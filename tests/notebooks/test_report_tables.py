@@ -86,6 +86,16 @@ def test_committed_report_has_no_text_dump_table(path):
         "\n\n".join(dumps)
 
 
+@pytest.mark.skipif(not NOTEBOOKS, reason="no committed rendered reports")
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[str(p.relative_to(REPORTS)) for p in NOTEBOOKS])
+def test_committed_report_tables_carry_no_absolute_path(path):
+    """Table and figure outputs (nbval compares them) name files relative to the report, never by absolute path."""
+    nb = json.loads(path.read_text())
+    rich = json.dumps([o.get("data", {}) for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", [])
+                       if "text/html" in o.get("data", {})])
+    assert str(REPO) not in rich and str(Path.home()) not in rich and "/tmp/" not in rich
+
+
 @pytest.mark.skipif(not HTML_REPORTS, reason="no committed HTML reports")
 @pytest.mark.parametrize("path", HTML_REPORTS, ids=[str(p.relative_to(REPORTS)) for p in HTML_REPORTS])
 def test_committed_html_report_images_have_alt_text(path):
@@ -139,6 +149,12 @@ def test_precision_and_significant_digits():
     table = html_table(frame, significant=3)
     assert _cells(table.html) == ["a", "3", "0.123", "2", "0.000123", "b", "40", "-", "-", "432036"]
     assert "0.123" in table.text and "432036" in table.text and "0.123456" not in table.text
+    # a column of its own: percentages with one decimal beside fractions with three
+    mixed = pd.DataFrame({"correct_pct": [83.01886, 100.0], "fast_1": [0.13207, 0.0]})
+    assert _cells(html_table(mixed, decimals={"correct_pct": 1}).html) == ["83.0", "0.132", "100.0", "0.000"]
+    # missing text (None, NaN, pandas' NA in a string column) reads "-"
+    text = pd.DataFrame({"reason": pd.array([pd.NA, pd.NA], dtype="string"), "note": [None, np.nan]})
+    assert _cells(html_table(text).html) == ["-", "-", "-", "-"]
     # shares that are all 0 or 1 keep their decimals
     assert _cells(html_table(pd.DataFrame({"share": [0.0, 1.0]}), precision=3).html) == ["0.000", "1.000"]
 
@@ -164,7 +180,7 @@ def test_long_tables_collapse():
     assert "<details>" not in html_table(short).html
     collapsed = html_table(long, caption="every kernel", csv="report/tables/every.csv").html
     assert collapsed.startswith('<div style="overflow-x: auto;"><details><summary>every kernel: '
-                                f"{MAX_ROWS + 1} rows, 1 columns")
+                                f"{MAX_ROWS + 1} rows, 1 column (click to show)")
     assert '<a href="report/tables/every.csv">every.csv</a>' in collapsed
     assert "<details>" in html_table(short, max_rows=10).html
 
