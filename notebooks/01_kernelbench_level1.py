@@ -67,16 +67,18 @@ from kbstudy.analysis import figures as plots
 from kbstudy.analysis import published
 
 from kbstudy.analysis import scoring
+from kbstudy.analysis.tables import csv_link, show_table
 from kbstudy.analysis import headline as paper  # the paper's table; `headline` below is this notebook's summary
 from kbstudy.harness.problems import operator_category
-from kbstudy.pipeline.study import project_path
+from kbstudy.pipeline.paths import project_path
 from kbstudy.records.frames import load_frames
 
 plots.set_theme()
 # a hardware without null:reference records is scored with m = 0; the headline cell prints that instead of warning
 warnings.filterwarnings("ignore", category=scoring.NoNoiseMarginWarning)
 tables_dir, figures_dir = plots.report_dirs(project_path(output_dir))
-show = functools.partial(plots.print_table, digits=3)  # tables as rounded text: what nbval compares
+show = functools.partial(show_table, precision=3)  # HTML tables, rounded (every number at full precision in tables/)
+percent = dict.fromkeys(["compiled_pct", "kernelbench_correct_pct", "kbstudy_correct_pct", "correct_pct"], 1)
 save = functools.partial(plots.show_figure, figures_dir)  # deterministic PNG + SVG, displayed
 
 
@@ -111,7 +113,7 @@ print(f"problem version {problem_version}, precision {precision}: "
       f"size scale(s) {sorted(float(s) for s in frame['size_scale'].unique())}")
 outcomes = scoring.outcome_table(frame)
 outcomes.to_csv(tables_dir / "outcomes.csv", index=False)
-show(outcomes)
+show(outcomes, caption="Outcomes per model configuration")
 
 # %% [markdown]
 # ## Headline metrics
@@ -134,7 +136,7 @@ headline = summary_eager[["model_config", "n", "n_skipped", "compiled_pct", "ker
         columns={"speedup_median": "compile_speedup_median", "speedup_geomean": "compile_speedup_geomean"}),
     on="model_config")
 headline.to_csv(tables_dir / "headline.csv", index=False)
-show(headline)
+show(headline, caption="Headline metrics (percentages 0-100, fast_p a fraction 0-1)", decimals=percent)
 margins = scoring.noise_margins(frame)
 print("noise margin per hardware (from null:reference; a verified speedup's interval must clear 1 + m): "
       + ", ".join(f"{hw}: m = {margins[hw]:.1%}" if hw in margins else f"{hw}: m = 0 (no null:reference records)"
@@ -157,10 +159,12 @@ rates.to_csv(tables_dir / "correctness_rates.csv", index=False)
 fig, ax = plt.subplots(figsize=(7, 0.5 + 0.45 * headline["model_config"].nunique()))
 sns.barplot(data=rates, y="model_config", x="percent", hue="metric", ax=ax, orient="h")
 ax.set(xlim=(0, 100), xlabel="% of attempted problems", ylabel="", title=f"Level {level}, {precision}: {hardware_label}")
-ax.legend(title="", loc="lower right")
-save(fig, "correctness_rates")
+plots.legend_outside(ax, title="")
+save(fig, "correctness_rates", alt="Horizontal bars: compiled, KernelBench-correct and kbstudy-correct percentages per "
+     "model configuration.")
 show(rates.pivot(index="model_config", columns="metric", values="percent")
-     [["compiled", "KernelBench-correct", "kbstudy-correct"]].reset_index().rename_axis(columns=None))
+     [["compiled", "KernelBench-correct", "kbstudy-correct"]].reset_index().rename_axis(columns=None),
+     precision=1, caption="Figure 1's data (% of attempted problems)")
 
 # %% [markdown]
 # ## Figure 2: fast_p as the speedup threshold p rises
@@ -177,10 +181,10 @@ for p in scoring.FAST_P_THRESHOLDS[1:]:
     ax.axvline(p, color="0.7", linestyle=":", linewidth=1)
 ax.set(xlabel="speedup threshold p (vs eager)", ylabel="fast_p", ylim=(0, 1.02),
        title=f"fast_p, {correctness} verdict: {hardware_label}")
-ax.legend(title="", fontsize="small")
-save(fig, "fast_p_curve")
-show(curve[curve["p"].isin(list(scoring.FAST_P_THRESHOLDS))].pivot(index="model_config", columns="p",
-                                                                  values="fast_p").reset_index().rename_axis(columns=None))
+plots.legend_outside(ax, title="")
+save(fig, "fast_p_curve", alt="Step curves: fast_p per model configuration as the speedup threshold p rises.")
+show(curve[curve["p"].isin(list(scoring.FAST_P_THRESHOLDS))].pivot(index="model_config", columns="p", values="fast_p")
+     .reset_index().rename_axis(columns=None), caption="Figure 2's data: fast_p at the thresholds p")
 
 # %% [markdown]
 # ## Figure 3: speedups of the correct kernels
@@ -201,9 +205,11 @@ else:
     ax.set_xscale("log")
     ax.axvline(1.0, color="0.3", linewidth=1)
     ax.set(xlabel="speedup over PyTorch eager (log scale)", ylabel="", title=f"Correct kernels: {hardware_label}")
-    ax.legend(title="category", fontsize="x-small", bbox_to_anchor=(1.01, 1), loc="upper left")
-    save(fig, "correct_speedups")
-    show(speedups.groupby("model_config")["speedup"].describe()[["count", "min", "50%", "max"]].reset_index())
+    plots.legend_outside(ax, title="category", fontsize="x-small")
+    save(fig, "correct_speedups", alt="Strip plot: speedup over PyTorch eager of each correct kernel, per model "
+         "configuration, coloured by operator category.")
+    show(speedups.groupby("model_config")["speedup"].describe()[["count", "min", "50%", "max"]].reset_index(),
+         caption="Figure 3's data: speedups of the correct kernels")
 
 # %% [markdown]
 # ## By operator category
@@ -214,7 +220,8 @@ else:
 # %%
 by_category = scoring.summarize(frame, by=["model_config", "category"], correctness=correctness, baseline="eager")
 by_category.to_csv(tables_dir / "summary_by_category.csv", index=False)
-show(by_category[["model_config", "category", "n", "correct_pct", "fast_1", "speedup_geomean"]])
+show(by_category[["model_config", "category", "n", "correct_pct", "fast_1", "speedup_geomean"]],
+     caption="Per model configuration and operator category", decimals=percent)
 
 # %% [markdown]
 # ## pass@k, where there are several samples per problem
@@ -225,7 +232,7 @@ show(by_category[["model_config", "category", "n", "correct_pct", "fast_1", "spe
 # %%
 pass_k = scoring.pass_at_k_table(frame, ks=(1, 5, 10), correctness=correctness)
 pass_k.to_csv(tables_dir / "pass_at_k.csv", index=False)
-show(pass_k)
+show(pass_k, caption="pass@k per model configuration")
 
 # %% [markdown]
 # ## The leaderboard's kernels: the headline table
@@ -272,13 +279,14 @@ else:
     if measured["missing"].any():
         print(f"PARTIAL: {measured['with_record'].sum()} of {measured['published'].sum()} (kernel, version, "
               "precision) evaluations have a record; the tables below are of the problems measured so far")
-    show(measured)
-    show(table)
+    show(measured, caption="Coverage: published kernels with a record")
+    show(table, caption="The headline table of the leaderboard's largest configurations",
+         decimals=dict.fromkeys([c for c in table.columns if "pct" in c], 1))
     categories = paper.category_table(records, configs)
     categories.to_csv(tables_dir / "headline_by_category.csv", index=False)
     for (version, prec), part in categories.groupby(["problem_version", "precision"], sort=True):
-        print(f"\ncorrect / attempted per operator category: problem version {version}, {prec}")
-        show(paper.category_pivot(part))
+        show(paper.category_pivot(part),
+             caption=f"Correct / attempted per operator category: problem version {version}, {prec}")
 
 # %% [markdown]
 # ## bf16, and the kernels hard-coded to float32
@@ -294,8 +302,7 @@ else:
 if leaderboard is not None:
     scan = (leaderboard.assign(float32_only=leaderboard["float32_only"].astype(bool))
             .groupby("model_config")["float32_only"].agg(kernels="size", float32_only="sum").reset_index())
-    print("static scan of the published kernels:")
-    show(scan)
+    show(scan, caption="Static scan of the published kernels")
 bf16 = records[records["precision"] != "fp32"]
 if bf16.empty:
     print("no bf16 (or fp16) records yet")
@@ -304,7 +311,7 @@ else:
     status_table = (status.groupby(["model_config", "problem_version", "precision", "dtype_status"]).size()
                     .unstack("dtype_status", fill_value=0).reset_index().rename_axis(columns=None))
     status_table.to_csv(tables_dir / "dtype_status.csv", index=False)
-    show(status_table)
+    show(status_table, caption="bf16 records by dtype status")
 
 # %% [markdown]
 # ## Our speedups against the leaderboard's published ones
@@ -326,13 +333,15 @@ if leaderboard is not None:
         marked = published.material_changes(joined[joined["has_record"]], correctness=correctness, changes=changes)
         marked.to_csv(tables_dir / f"published_vs_ours_{version}.csv", index=False)
         compared[version] = marked
-        print(f"\n{version} problems: agreement with the published speedups")
-        show(published.published_agreement(marked))
+        show(published.published_agreement(marked),
+             caption=f"{version} problems: agreement with the published speedups")
         flagged = marked[marked["changed"]]
         print(f"{len(flagged)} of {len(marked)} kernels changed materially:")
         if len(flagged):
             show(flagged[["model_config", "problem_id", "published_speedup", "speedup", "reason"]]
-                 .sort_values(["model_config", "problem_id"]))
+                 .sort_values(["model_config", "problem_id"]),
+                 caption=f"{version} problems: kernels that changed materially", max_rows=25,
+                 csv=csv_link(output_dir, f"published_vs_ours_{version}"))
 if compared:
     fig, axes = plt.subplots(1, len(compared), figsize=(5.5 * len(compared), 4.6), squeeze=False)
     colours = plots.fixed_palette(pd.concat(list(compared.values()))["model_config"])  # same colours in both panels
@@ -348,8 +357,9 @@ if compared:
             ax.plot([lo, hi], [lo * f, hi * f], color="0.6", linewidth=0.8, linestyle=":")
         ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel="published torch_speedup",
                ylabel=f"our speedup vs eager ({version} problems)", title=f"{version} problems: {hardware_label}")
-        ax.legend(fontsize="x-small", loc="upper left")
-    save(fig, "published_vs_ours")
+        plots.legend_outside(ax, below=True, fontsize="x-small")
+    save(fig, "published_vs_ours", alt="Scatter, one panel per problem version: our speedup over eager against the "
+         "published torch_speedup per kernel, log-log, with the diagonal and the 0.5x and 2x lines.")
 
 # %% [markdown]
 # ## Our PyTorch baseline times against KernelBench's published H100 timings
@@ -377,11 +387,13 @@ if baselines is not None and changes is not None:
     if included.empty:
         print("no fp32 full-size reference timings of current problems yet")
     else:
-        show(published.baseline_summary(versus))
-        show(published.baseline_summary(versus, by="category"))
+        show(published.baseline_summary(versus), caption=f"Our baseline times over {baseline_set}'s")
+        show(published.baseline_summary(versus, by="category"), caption="The same, per operator category")
         shown = versus[versus["ours_eager_ms"].notna()]
         show(shown[["problem_name", "category", "published_eager_ms", "ours_eager_ms", "eager_ratio",
-                    "published_compile_ms", "ours_compile_ms", "compile_ratio", "excluded_reason"]])
+                    "published_compile_ms", "ours_compile_ms", "compile_ratio", "excluded_reason"]],
+             caption=f"Baseline times per problem: ours against {baseline_set}", max_rows=25,
+             csv=csv_link(output_dir, f"baselines_vs_{baseline_set}"))
         fig, ax = plt.subplots(figsize=(6, 5))
         sns.scatterplot(data=shown, x="published_eager_ms", y="ours_eager_ms", hue="category", style="included",
                         style_order=[True, False], ax=ax)
@@ -391,8 +403,9 @@ if baselines is not None and changes is not None:
         ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi),
                xlabel=f"published eager time, {baseline_set} (ms)", ylabel=f"our eager time (ms): {hardware_label}",
                title="PyTorch eager baseline, current problems")
-        ax.legend(fontsize="x-small", bbox_to_anchor=(1.01, 1), loc="upper left")
-        save(fig, "baselines_vs_published")
+        plots.legend_outside(ax, fontsize="x-small")
+        save(fig, "baselines_vs_published", alt="Scatter, log-log: our PyTorch eager time against KernelBench's "
+             "published one per problem, coloured by operator category, with the diagonal.")
 
 # %% [markdown]
 # ## The same kernel on the v0 and on the current problem
@@ -407,9 +420,10 @@ if both.empty:
     print("no kernel has fp32 records on both problem versions yet")
 else:
     both.to_csv(tables_dir / "v0_vs_current.csv", index=False)
-    show(pd.crosstab([both["model_config"]], [both["change"], both["flip"]]).reset_index())
+    show(pd.crosstab([both["model_config"]], [both["change"], both["flip"]]).reset_index(),
+         caption="Kernels on both versions, by change to the problem / flip")
     show(both[both["flip"]][["model_config", "problem_id", "change", "v0_outcome", "current_outcome", "v0_correct",
-                             "current_correct"]])
+                             "current_correct"]], caption="The kernels whose verdict flipped")
 
 # %% [markdown]
 # ## Throughput
@@ -425,7 +439,7 @@ rate = paper.throughput(all_levels, by=["run", "hardware", "git_commit"]).sort_v
 rate.to_csv(tables_dir / "throughput.csv", index=False)
 show(rate.assign(git_commit=rate["git_commit"].astype(str).str[:7])[
     ["run", "hardware", "git_commit", "records", "bursts", "gpu_minutes", "kernels_per_gpu_minute", "worker_minutes",
-     "median_s_per_kernel"]])
+     "median_s_per_kernel"]], caption="Throughput per run and device call")
 
 # %% [markdown]
 # ## Reading these numbers

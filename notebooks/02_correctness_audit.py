@@ -53,20 +53,21 @@ from IPython.display import Markdown, display
 from kbstudy.analysis import audit, audit_figures
 
 from kbstudy.analysis import figures as plots
-from kbstudy.pipeline.study import project_path
+from kbstudy.analysis.tables import csv_link, show_table
+from kbstudy.pipeline.paths import project_path
 from kbstudy.records.frames import load_frames, run_folders
 
 plots.set_theme()
 tables_dir, figures_dir = plots.report_dirs(project_path(output_dir))
-show = functools.partial(plots.print_table, significant=3)  # tables as rounded text: what nbval compares
+show = functools.partial(show_table, significant=3)  # HTML tables, 3 significant digits (full precision in tables/)
 save = functools.partial(plots.show_figure, figures_dir)  # deterministic PNG + SVG, displayed
 
 
-def table(frame, name):
-    """Write ``tables/<name>.csv`` at full precision and print the rounded table (or "(none)")."""
+def table(frame, name, caption=None):
+    """Write ``tables/<name>.csv`` at full precision and show the rounded table (or "(none)"), linked to its CSV."""
     frame.to_csv(tables_dir / f"{name}.csv", index=False)
     if len(frame):
-        show(frame)
+        show(frame, caption=caption, csv=csv_link(output_dir, name))
     else:
         print("(none)")
 
@@ -90,7 +91,8 @@ if evaluations.empty:
     raise FileNotFoundError(f"no evaluation records under {records_dirs}: run scripts/cpu_calibration.sh first")
 print(f"{len(evaluations)} evaluation records from {len(folders)} folders; "
       f"absent: {', '.join(missing) if missing else 'none'}")
-table(audit.records_overview(evaluations[evaluations.precision.isin(precisions)]), "records_overview")
+table(audit.records_overview(evaluations[evaluations.precision.isin(precisions)]), "records_overview",
+      "Records per folder, setting and precision")
 
 # %% [markdown]
 # ## Null candidates under both checks
@@ -107,7 +109,7 @@ table(audit.records_overview(evaluations[evaluations.precision.isin(precisions)]
 findings = audit.null_findings(evaluations, references, precisions)
 findings.to_csv(tables_dir / "null_findings.csv", index=False)
 summary = audit.null_summary(findings)
-table(summary, "null_summary")
+table(summary, "null_summary", "Null candidates under both checks")
 
 # %% [markdown]
 # ## Figure 1: every problem and null kind
@@ -119,10 +121,12 @@ table(summary, "null_summary")
 
 # %%
 grid = audit.outcome_grid(findings)  # its cells are the rows of tables/null_findings.csv
-save(audit_figures.outcome_heatmap(grid, title=f"Null candidates: {hardware_label}"), "null_outcomes")
+save(audit_figures.outcome_heatmap(grid, title=f"Null candidates: {hardware_label}"), "null_outcomes",
+     alt="Heat map, one panel per setting and precision: for each problem (columns) and null kind (rows), whether "
+     "both checks, only KernelBench's, only kbstudy's or neither accepted the null.")
 counts = grid.pivot_table(index=["setting", "precision", "null"], columns="category", values="code", aggfunc="size",
                           fill_value=0).reindex(columns=list(audit.CELL_CATEGORIES), fill_value=0)
-show(counts.reset_index().rename_axis(columns=None))
+show(counts.reset_index().rename_axis(columns=None), caption="Figure 1's cells per panel and category")
 
 # %% [markdown]
 # ## An all-zeros output under KernelBench's check
@@ -135,7 +139,7 @@ show(counts.reset_index().rename_axis(columns=None))
 
 # %%
 zeros = audit.zeros_pass_counts(findings)
-table(zeros, "zeros_pass_counts")
+table(zeros, "zeros_pass_counts", "All-zeros outputs that pass KernelBench's check")
 for statement, setting, precision in zip(zeros.statement, zeros.setting, zeros.precision):
     print(f"{setting}, {precision}: {statement}" if setting != "paper" else statement)
 
@@ -145,7 +149,7 @@ for statement, setting, precision in zip(zeros.statement, zeros.setting, zeros.p
 # rejects them all:
 
 # %%
-table(audit.kernelbench_holes(findings), "kernelbench_holes")
+table(audit.kernelbench_holes(findings), "kernelbench_holes", "Must-fail nulls that pass KernelBench's check")
 
 # %% [markdown]
 # ## Violations of the calibration rule, and what they say about the problems
@@ -171,7 +175,7 @@ table(audit.kernelbench_holes(findings), "kernelbench_holes")
 #   training-mode dropout draws another mask in float64) with no input variant on which a constant fails.
 
 # %%
-table(audit.violations(findings), "violations")
+table(audit.violations(findings), "violations", "Violations of the calibration rule, then excused findings")
 
 # %%
 problems = audit.problem_findings(findings)
@@ -179,7 +183,7 @@ problems.to_csv(tables_dir / "problem_findings.csv", index=False)
 flagged = problems[problems.findings != ""]
 print(f"{len(flagged)} (setting, precision, problem) with a finding, of {len(problems)}")
 table(flagged[["setting", "precision", "level", "problem_id", "problem_name", "output_numel", "rel_spread",
-              "ref_rel_l2_error", "findings"]], "problem_findings_flagged")
+              "ref_rel_l2_error", "findings"]], "problem_findings_flagged", "Problems with a finding")
 
 # %% [markdown]
 # ## The spread of honest implementations, and the thresholds
@@ -196,10 +200,13 @@ table(flagged[["setting", "precision", "level", "problem_id", "problem_name", "o
 
 # %%
 evidence = audit.threshold_evidence(findings, evaluations, precisions)
-table(evidence, "threshold_evidence")
+table(evidence, "threshold_evidence", "Thresholds against the spread of honest implementations")
 values = audit.metric_values(findings, evaluations, precisions)  # from null_findings.csv and the candidate records
-save(audit_figures.metric_strips(values, title=f"Honest implementations and nulls: {hardware_label}"), "metric_spread")
-show(values.groupby(["precision", "metric", "group"])["value"].describe()[["count", "50%", "max"]].reset_index())
+save(audit_figures.metric_strips(values, title=f"Honest implementations and nulls: {hardware_label}"), "metric_spread",
+     alt="Strip plots, one panel per metric and precision: the values of honest implementations, of the TF32 "
+     "stand-in and of must-fail nulls, with the threshold as a dashed line.")
+show(values.groupby(["precision", "metric", "group"])["value"].describe()[["count", "50%", "max"]].reset_index(),
+     caption="Figure 2's data")
 
 # %% [markdown]
 # ## Leaderboard kernels re-verified
@@ -211,10 +218,11 @@ show(values.groupby(["precision", "metric", "group"])["value"].describe()[["coun
 # verdicts come from GPU records, which grow as the H200 runs are added to `records_dirs`.
 
 # %%
-table(audit.candidate_reverification(evaluations, precisions), "candidate_reverification")
+table(audit.candidate_reverification(evaluations, precisions), "candidate_reverification",
+      "Non-null candidates re-verified")
 
 # %%
-table(audit.disagreements(evaluations, precisions), "candidate_disagreements")
+table(audit.disagreements(evaluations, precisions), "candidate_disagreements", "Candidates the two checks disagree on")
 
 # %% [markdown]
 # ## kbstudy's check as of checks v4
@@ -233,13 +241,15 @@ display(Markdown(plots.markdown_section(project_path(verifier_doc), "## The repl
 # rejected on a judgeable problem). `proposed_unknown` counts records made before a metric was recorded.
 
 # %%
-table(audit.proposed_summary(findings), "proposed_summary")
+table(audit.proposed_summary(findings), "proposed_summary",
+      "Nulls accepted by the check that made each record and by checks v4")
 candidates = audit.proposed_verdict(audit.candidate_records(evaluations, precisions), audit.reference_errors(findings))
 candidates = candidates[candidates.outcome == "evaluated"]
 table(candidates.groupby(["setting", "precision", "model_config"]).agg(
     evaluated=("outcome", "size"), kbstudy_correct=("kbstudy_correct", lambda s: int(s.eq(True).sum())),
     proposed_correct=("proposed_correct", lambda s: int(s.eq(True).sum())),
-    proposed_unknown=("proposed_correct", lambda s: int(s.isna().sum()))).reset_index(), "proposed_candidates")
+    proposed_unknown=("proposed_correct", lambda s: int(s.isna().sum()))).reset_index(), "proposed_candidates",
+    "Candidates correct by the check that made each record and by checks v4")
 
 # %% [markdown]
 # ## Reading these numbers

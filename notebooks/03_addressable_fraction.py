@@ -38,12 +38,13 @@ import functools
 
 from kbstudy.analysis import figures as plots
 from kbstudy.analysis import profiles as report
+from kbstudy.analysis.tables import show_table
 from kbstudy.profiling.addressable import ADDRESSABLE_RULES, paper_comparison
-from kbstudy.pipeline.study import project_path
+from kbstudy.pipeline.paths import project_path
 
 plots.set_theme()
 tables_dir, figures_dir = plots.report_dirs(project_path(output_dir))
-show = functools.partial(plots.print_table, digits=3, index=True)  # tables as rounded text: what nbval compares
+show = functools.partial(show_table, precision=3, index=True)  # HTML tables, rounded (full precision in tables/)
 save = functools.partial(plots.show_figure, figures_dir)  # deterministic PNG + SVG, displayed
 
 
@@ -65,14 +66,14 @@ print("addressable rule:", rule, "=", sorted(ADDRESSABLE_RULES[rule]))
 # %%
 coverage = report.coverage_table(kernels, workloads)
 coverage.to_csv(tables_dir / "coverage.csv", index=False)
-show(coverage, index=False)
+show(coverage, index=False, caption="Planned runs and their status in the records")
 absent = report.missing_runs(coverage)
 print(f"{(coverage['status'] == 'ok').sum()} of {len(coverage)} runs ok; "
       + (f"not ok or missing: {', '.join(absent)}" if absent else "nothing missing"))
 errors = workloads.loc[workloads["status"] != "ok", ["workload_key", "status", "error"]].copy()
 if len(errors):
     errors["error"] = errors["error"].fillna("").astype(str).str.slice(0, 60)
-    show(errors, index=False)
+    show(errors, index=False, caption="Runs that did not succeed")
 
 # %% [markdown]
 # ## Where each row comes from
@@ -87,12 +88,12 @@ if len(errors):
 # %%
 sources = report.row_sources(workloads)
 sources.to_csv(tables_dir / "row_sources.csv", index=False)
-show(sources, index=False)
+show(sources, index=False, caption="Where each row comes from")
 if supplementary_dirs:
     agreement = report.folder_agreement(project_path(records_dir), [project_path(d) for d in supplementary_dirs],
                                         rule=rule, root=project_path("."))
     agreement.to_csv(tables_dir / "folder_agreement.csv", index=False)
-    show(agreement, digits=4, index=False)
+    show(agreement, precision=4, index=False, caption="Runs profiled in both folders")
     print(f"{len(agreement)} runs profiled in both folders: addressable fraction differs by at most "
           f"{agreement['abs_diff_f'].max():.4f}, GEMM+attention share by at most "
           f"{agreement['abs_diff_gemm_attention'].max():.4f}")
@@ -106,7 +107,7 @@ cols = ["domain", "mode", "role", "step_ms_median", "addressable_fraction", "gem
         "other_share", "other_by_name_rules", "amdahl_bound", "speedup_at_2x", "speedup_at_10x"]
 summary = table[[c for c in cols if c in table]]
 summary.to_csv(tables_dir / "addressable_summary.csv")
-show(summary)
+show(summary, caption="Per workload: addressable fraction, shares and Amdahl bound")
 
 # %% [markdown]
 # ## Category breakdown per workload (stacked bars)
@@ -115,8 +116,9 @@ show(summary)
 main_keys = [k for k in table.index if table.loc[k, "role"] in ("seven", "extra")]
 breakdown = report.breakdown_table(kernels, main_keys)
 breakdown.to_csv(tables_dir / "category_breakdown.csv")
-save(report.plot_breakdown(breakdown, f"Share of time by kernel category - {hardware_label}"), "category_breakdown")
-show(breakdown)
+save(report.plot_breakdown(breakdown, f"Share of time by kernel category - {hardware_label}"), "category_breakdown",
+     alt="Stacked horizontal bars, one per workload: the share of time of each kernel category.")
+show(breakdown, caption="Share of time by kernel category (the figure's data)")
 
 # %% [markdown]
 # ## Addressable fraction beside the paper's
@@ -137,8 +139,9 @@ seven = table[table["role"] == "seven"]
 comparison = paper_comparison(seven, seven["domain"].to_dict())
 comparison.to_csv(tables_dir / "paper_comparison.csv")
 save(report.plot_addressable_vs_paper(table.loc[main_keys], f"Addressable fraction ({rule}) - {hardware_label}"),
-     "addressable_vs_paper")
-show(comparison)
+     "addressable_vs_paper", alt="Two panels of horizontal bars per workload: the addressable fraction and the "
+     "GEMM+attention share, each with the paper's range as a shaded band.")
+show(comparison, caption="Per domain beside the paper")
 
 # %% [markdown]
 # ## Transformer size sweep
@@ -151,8 +154,9 @@ sweep.to_csv(tables_dir / "size_sweep.csv")
 absent_sweep = report.missing_runs(coverage, role="sweep")
 print("sweep sizes absent from the records: " + (", ".join(absent_sweep) if absent_sweep else "none"))
 if len(sweep):
-    save(report.plot_sweep(sweep, f"Transformer size sweep - {hardware_label}"), "size_sweep")
-    show(sweep)
+    save(report.plot_sweep(sweep, f"Transformer size sweep - {hardware_label}"), "size_sweep",
+         alt="Lines per transformer over its parameter count: addressable fraction and GEMM+attention share.")
+    show(sweep, caption="Transformer size sweep (the figure's data)")
 else:
     print("no transformer has three sizes in the records: no sweep to show")
 
@@ -172,8 +176,7 @@ print("\n".join(f"- {n}" for n in notes))
 
 # %%
 for key in main_keys:
-    print(f"--- {key}")
-    show(report.top_kernels(kernels, key, n=5), index=False)
+    show(report.top_kernels(kernels, key, n=5), index=False, caption=key)
 
 # %% [markdown]
 # ## How the time was classified: name rules, operator fallback, "other"
@@ -188,7 +191,7 @@ for key in main_keys:
 # %%
 classification = report.classification_table(kernels, list(table.index))
 classification.to_csv(tables_dir / "classification_coverage.csv")
-show(classification, digits=4)
+show(classification, precision=4, caption="Share of time by how it was classified")
 worst = classification["other_by_name_rules"].idxmax()
 print(f"name rules alone leave at most {classification.loc[worst, 'other_by_name_rules']:.2%} of a workload's time "
       f"unclassified ({worst}); goal < {report.OTHER_SHARE_TARGET:.0%}: "
@@ -200,8 +203,8 @@ unmatched = report.unmatched_names(kernels, list(table.index))
 print(f"{unmatched['name'].nunique()} distinct names no name rule matches "
       f"({(unmatched['category'] == 'other').sum()} rows left in 'other', the rest sorted by their operator)")
 if len(unmatched):
-    show(unmatched.head(20), digits=4, index=False)
+    show(unmatched.head(20), precision=4, index=False, caption="Names no name rule matches (the first 20)")
 changed = report.reclassified_names(kernels[kernels["workload_key"].isin(table.index)])
 print(f"{len(changed)} distinct names classified differently from the records (rules changed since the run)")
 if len(changed):
-    show(changed, index=False)
+    show(changed, index=False, caption="Names classified differently from the records")

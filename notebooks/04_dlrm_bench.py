@@ -66,12 +66,13 @@ from kbstudy.analysis.dlrm import (FLOOR_TARGET, achieved_bandwidth, compare_run
 from kbstudy.analysis.dlrm_device import device_notes, device_time_view
 from kbstudy.analysis.dlrm_variants import variant_notes
 from kbstudy.analysis.dlrm_variants import variants as load_variants
+from kbstudy.analysis.tables import csv_link, show_table
 from kbstudy.suites.dlrm_bench.roofline import LAUNCH_BOUND_FACTOR, launch_latency_ms
-from kbstudy.pipeline.study import project_path
+from kbstudy.pipeline.paths import project_path
 
 plots.set_theme()
 tables_dir, figures_dir = plots.report_dirs(project_path(output_dir))
-show = functools.partial(plots.print_table, digits=4)  # tables as rounded text: what nbval compares
+show = functools.partial(show_table, significant=4)  # HTML tables, 4 significant digits (full precision in tables/)
 save = functools.partial(plots.show_figure, figures_dir)  # deterministic PNG + SVG, displayed
 
 
@@ -110,7 +111,7 @@ shown = table[["problem_id", "problem", "precision", "bound", "eager_ms", "compi
                "speedup_vs_eager", "speedup_vs_compile", "ours_over_floor", "kernelbench_correct", "kbstudy_correct",
                "correct"]]
 shown.to_csv(tables_dir / "dlrm_bench_table.csv", index=False)
-show(shown)
+show(shown, caption="Per problem: times (ms, medians), ratios and verdicts")
 
 # %% [markdown]
 # ## Win rate and median speedup beside the paper
@@ -120,7 +121,7 @@ show(shown)
 # %%
 summ = summary(table)
 summ.to_csv(tables_dir / "dlrm_bench_summary.csv", index=False)
-show(summ, digits=3)
+show(summ, significant=3, caption="Ours beside the paper")
 values, paper = summ.set_index("quantity")["ours"], summ.set_index("quantity")["paper"]
 
 
@@ -160,11 +161,12 @@ ax.set_title(f"DLRM-Bench on {hardware_label}")
 ax.tick_params(axis="x", rotation=60)
 for lbl in ax.get_xticklabels():
     lbl.set_horizontalalignment("right")
+plots.legend_outside(ax)
 fig.tight_layout()
-save(fig, "dlrm_bench_times")
-print("figure data (ms):")
+save(fig, "dlrm_bench_times", alt="Grouped bars per problem, log scale: time per call of eager, torch.compile "
+     "(where measured), ours and the floor.")
 show(data.pivot(index="label", columns="variant", values="ms").reindex(index=data["label"].unique(), columns=variants)
-     .reset_index().rename_axis(columns=None))
+     .reset_index().rename_axis(columns=None), caption="The figure's data (ms)")
 
 # %% [markdown]
 # Memory-bound problems: ours per call over the floor. `within_target` here is by per-call time, host work included;
@@ -174,7 +176,7 @@ show(data.pivot(index="label", columns="variant", values="ms").reindex(index=dat
 mem = table[table["bound"] == "memory"][["problem_id", "problem", "ours_over_floor", "eager_over_floor"]]
 mem = mem.assign(within_target=mem["ours_over_floor"] <= FLOOR_TARGET)
 mem.to_csv(tables_dir / "memory_bound_vs_floor.csv", index=False)
-show(mem, digits=3)
+show(mem, significant=3, caption="Memory-bound problems: ours per call over the floor")
 notes = floor_notes(table, machine)
 print(notes[0])
 
@@ -197,7 +199,7 @@ else:
     flagged = launch[launch["launch_bound"] == True]  # noqa: E712
     print(f"launch-bound (floor < {LAUNCH_BOUND_FACTOR:g} x {launch_ms * 1e3:.1f} us): "
           + (", ".join(f"{r.problem_id} {r.problem}" for r in flagged.itertuples()) or "none"))
-show(launch, digits=3)
+show(launch, significant=3, caption="Launch-aware view")
 
 # %% [markdown]
 # ### The gap to the floor and one launch (memory-bound problems)
@@ -209,7 +211,7 @@ show(launch, digits=3)
 # %%
 gap = launch_gap(table)
 gap.to_csv(tables_dir / "launch_gap.csv", index=False)
-show(gap, digits=3)
+show(gap, significant=3, caption="The gap to the floor and one launch, in launches")
 print("\n".join(f"- {n}" for n in notes))
 
 # %% [markdown]
@@ -243,7 +245,13 @@ print("\n".join(f"- {n}" for n in notes))
 # %%
 device = device_time_view(project_path(records_dir))
 device.to_csv(tables_dir / "device_time.csv", index=False)
-show(device, digits=4)
+main_columns = ["problem_id", "problem", "bound", "per_call_ms", "device_ms", "floor_ms", "per_call_over_floor",
+                "device_over_floor", "device_within_target", "target_gap_us", "copy_over_floor", "dram_copy_over_floor",
+                "target_below_copy"]
+show(device[main_columns], caption="Device time against the floor, per problem",
+     csv=csv_link(output_dir, "device_time"))
+show(device[["problem_id", *[c for c in device.columns if c not in main_columns]]], max_rows=0,
+     caption="Device time: the other columns (samples, sources, flushes, copies)")
 print("\n".join(f"- {n}" for n in device_notes(device, machine)))
 
 # %%
@@ -274,10 +282,10 @@ if len(ratios):
         lbl.set_horizontalalignment("right")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize="small")
     fig.tight_layout()
-    save(fig, "device_vs_floor")
-    print("figure data (time / floor):")
+    save(fig, "device_vs_floor", alt="Grouped bars per memory-bound problem, log scale: per-call time and device "
+         "time over the floor, with the 1.25x target and the floor as horizontal lines.")
     show(ratios[["problem_id", "problem", "per_call_over_floor", "device_over_floor", "device_source",
-                 "copy_over_floor"]], digits=3)
+                 "copy_over_floor"]], significant=3, caption="The figure's data (time / floor)")
 else:
     print("no figure: these records have no device times")
 
@@ -292,7 +300,7 @@ else:
 # %%
 bandwidth = achieved_bandwidth(project_path(records_dir))
 bandwidth.to_csv(tables_dir / "achieved_bandwidth.csv", index=False)
-show(bandwidth, digits=3)
+show(bandwidth, significant=3, caption="Achieved bandwidth in compulsory bytes")
 print("\n".join(f"- {n}" for n in gather_notes(bandwidth, machine)))
 
 # %% [markdown]
@@ -311,7 +319,7 @@ print("\n".join(f"- {n}" for n in gather_notes(bandwidth, machine)))
 variant_table = load_variants(project_path(records_dir))
 variant_table.to_csv(tables_dir / "variants.csv", index=False)
 if len(variant_table):
-    show(variant_table, digits=3)
+    show(variant_table, significant=3, caption="Variants beside our kernel of the same problem")
 print("\n".join(f"- {n}" for n in variant_notes(variant_table)))
 
 # %% [markdown]
@@ -333,7 +341,7 @@ if previous_records_dir:
     moves = kernel_moves(project_path(previous_records_dir), project_path(records_dir))
     moves.to_csv(tables_dir / "kernel_moves_previous.csv", index=False)
     print(f"before: {previous_records_dir} | after: {records_dir}")
-    show(change, digits=3)
+    show(change, significant=3, caption="Our kernels before and after")
     faster = change[change["after_over_before"] < 1]
     slower = change[change["after_over_before"] > 1]
     print(f"faster now: {len(faster)} of {len(change)}; slower now: "
@@ -372,7 +380,7 @@ if repeat_records_dir:
     repeat_moves.to_csv(tables_dir / "kernel_moves_repeat.csv", index=False)
     print(f"other run: {repeat_records_dir} | this run: {records_dir}")
     if repeat_records_dir != previous_records_dir:
-        show(same, digits=3)
+        show(same, significant=3, caption="This run against the other")
         print(f"ours between the runs: {same['after_over_before'].min():.2f}-{same['after_over_before'].max():.2f}x; "
               f"eager: {same['eager_after_over_before'].min():.2f}-{same['eager_after_over_before'].max():.2f}x")
     else:
@@ -380,8 +388,8 @@ if repeat_records_dir:
     other_launch, this_launch = launch_latency_ms(repeat_machine), launch_latency_ms(machine)
     if other_launch is not None and this_launch is not None:
         print(f"empty Triton kernel launch: {other_launch * 1e3:.1f} us there, {this_launch * 1e3:.1f} us here")
-    print("the kernel files both runs hold, file by file (the band):")
-    show(repeat_moves[repeat_moves["same_file"]].drop(columns="same_file"), digits=3)
+    show(repeat_moves[repeat_moves["same_file"]].drop(columns="same_file"), significant=3,
+         caption="The kernel files both runs hold, file by file (the band)")
     if repeat_records_dir != previous_records_dir:
         print("\n".join(f"- {n}" for n in move_notes(repeat_moves)))
 else:

@@ -3,6 +3,8 @@ an analysis changes no bytes), rounded text tables, and sections of the reposito
 
 from __future__ import annotations
 
+import base64
+import html
 import os
 from pathlib import Path
 
@@ -69,23 +71,75 @@ def report_dirs(output_dir: str | Path) -> tuple[Path, Path]:
     return tables, figures
 
 
-def print_table(table, digits: int = 3, index: bool = False, significant: int | None = None) -> None:
-    """Print a DataFrame as text rounded to ``digits`` decimals (or, with ``significant``, every float to that many
-    significant digits, for columns spanning many orders of magnitude), missing values as ``-``: the form nbval
-    compares (figures are not compared, so each figure's data is printed this way too)."""
-    if significant is None:
-        print(table.round(digits).to_string(index=index, na_rep="-"))
-    else:
-        print(table.to_string(index=index, na_rep="-", float_format=lambda x: f"{x:.{significant}g}"))
+def legend_outside(ax, title: str | None = None, below: bool = False, **options) -> None:
+    """Move ``ax``'s legend outside the axes so that it never covers data: right of the top corner, or with
+    ``below`` under the axes in columns (for panels side by side)."""
+    import seaborn as sns
+
+    legend = ax.get_legend()
+    if legend is None:
+        return
+    if title is None:
+        title = legend.get_title().get_text()
+    place = dict(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2) if below else dict(
+        loc="upper left", bbox_to_anchor=(1.01, 1))
+    sns.move_legend(ax, place.pop("loc"), title=title, frameon=False, **{"fontsize": "small", **place, **options})
 
 
-def show_figure(figures_dir: str | Path, fig, name: str) -> None:
-    """Save ``fig`` as ``<figures_dir>/<name>.{png,svg}`` (:func:`save_figure`), close it, and display the PNG."""
-    from IPython.display import Image, display  # the notebooks' kernel: batch runs save figures without IPython
+def describe_figure(fig) -> str:
+    """Alt text read from the figure itself: per panel its title, axis labels (with log scales named) and legend
+    entries; the figure's suptitle first. Deterministic for the same figure."""
+    parts = []
+    suptitle = getattr(fig, "_suptitle", None)
+    if suptitle is not None and suptitle.get_text():
+        parts.append(suptitle.get_text())
+    for ax in fig.get_axes():
+        if not ax.get_visible() or (not ax.has_data() and not ax.get_title()):
+            continue  # colour bars and empty panels say nothing
+        bits = [ax.get_title()] if ax.get_title() else []
+        for axis, label, scale in (("x", ax.get_xlabel(), ax.get_xscale()), ("y", ax.get_ylabel(), ax.get_yscale())):
+            if label:
+                bits.append(f"{axis}: {label}" + (" (log scale)" if scale == "log" and "log" not in label else ""))
+        legend = ax.get_legend()
+        if legend is not None:
+            entries = [t.get_text() for t in legend.get_texts() if t.get_text()]
+            if entries:
+                shown = ", ".join(entries[:12]) + (f" and {len(entries) - 12} more" if len(entries) > 12 else "")
+                title = legend.get_title().get_text()
+                bits.append(f"legend{f' ({title})' if title else ''}: {shown}")
+        if bits:
+            parts.append("; ".join(bits))
+    return ". ".join(parts)
 
+
+class FigureImage:
+    """A saved figure for a notebook: an ``<img>`` with alt text (``text/html``, kept by nbconvert's HTML export,
+    which drops the alt of a plain ``image/png`` output) and the alt text itself (``text/plain``)."""
+
+    def __init__(self, png: Path, alt: str):
+        self.png, self.alt = Path(png), alt
+        data = self.png.read_bytes()
+        width = int.from_bytes(data[16:20], "big")  # the PNG header's IHDR width, in pixels
+        # shown at the figure's size in inches at 100 pixels per inch (a PNG_DPI image stays sharp on dense screens)
+        self.width = round(width * 100 / PNG_DPI)
+        self.data = base64.b64encode(data).decode("ascii")
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        alt = html.escape(self.alt, quote=True)
+        return {"text/html": f'<img src="data:image/png;base64,{self.data}" alt="{alt}" width="{self.width}"/>',
+                "text/plain": f"[figure {self.png.stem}] {self.alt}"}
+
+
+def show_figure(figures_dir: str | Path, fig, name: str, alt: str | None = None) -> None:
+    """Save ``fig`` as ``<figures_dir>/<name>.{png,svg}`` (:func:`save_figure`), close it, and display the PNG with alt
+    text: ``alt`` (one sentence saying what the figure shows) followed by :func:`describe_figure`."""
+    from IPython.display import display  # IPython ships with every notebook kernel, not with the core dependencies
+
+    described = describe_figure(fig)
+    text = " ".join(part.strip() for part in (alt or "", described) if part and part.strip())
     png, _ = save_figure(fig, Path(figures_dir) / name)
     plt.close(fig)
-    display(Image(filename=str(png)))
+    display(FigureImage(png, text or name))
 
 
 def markdown_section(path: str | os.PathLike, heading: str) -> str:
