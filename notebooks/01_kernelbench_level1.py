@@ -41,7 +41,7 @@
 # and the evaluation throughput. A section whose records are not there yet says what is missing.
 
 # %% tags=["parameters"]
-# Paths are relative to the repository root (resolved by kbstudy.pipeline.study.project_path), so the rendered notebook
+# Paths are relative to the repository root (resolved by kbstudy.pipeline.paths.project_path), so the rendered notebook
 # re-runs unchanged from outputs/reports/<name>/ under nbval.
 records_dirs = ["outputs/records/kernelbench/cpu/study"]  # run folders holding evaluations.jsonl
 output_dir = "outputs/reports/cpu-default/01_kernelbench_level1"  # tables/ and figures/ go here

@@ -35,7 +35,7 @@
 # notebook only tabulates and plots. Records of a setting (hardware and size scale) are never mixed with another's.
 
 # %% tags=["parameters"]
-# Paths are relative to the repository root (resolved by kbstudy.pipeline.study.project_path). An entry of records_dirs is a
+# Paths are relative to the repository root (resolved by kbstudy.pipeline.paths.project_path). An entry of records_dirs is a
 # run folder or a folder of run folders; entries that do not exist yet (a GPU run still to come) are listed, not fatal.
 records_dirs = ["outputs/records/kernelbench/cpu/calibration", "outputs/records/kernelbench/cpu/study",
                 "outputs/records/dlrm_bench/cpu/study", "outputs/records/kernelbench/h200/smoke",

@@ -24,7 +24,7 @@
 # self time instead of kernel time.
 
 # %% tags=["parameters"]
-# Paths are relative to the repository root (resolved by kbstudy.pipeline.study.project_path), so the rendered notebook
+# Paths are relative to the repository root (resolved by kbstudy.pipeline.paths.project_path), so the rendered notebook
 # re-runs unchanged from outputs/reports/<name>/ under nbval.
 records_dir = "outputs/records/profiles/cpu/study"  # kbstudy.profiling.gpu_run output: workloads.jsonl, kernels.jsonl
 # folders of the same hardware whose kernels.jsonl fills runs records_dir lacks or skipped (step times stay missing)

@@ -44,7 +44,7 @@
 # and its problem 5 is the former in-place version. Its numbers are preliminary.
 
 # %% tags=["parameters"]
-# Paths are relative to the repository root (resolved by kbstudy.pipeline.study.project_path), so the rendered notebook
+# Paths are relative to the repository root (resolved by kbstudy.pipeline.paths.project_path), so the rendered notebook
 # re-runs unchanged from outputs/reports/<name>/ under nbval.
 records_dir = "outputs/records/dlrm_bench/cpu/study"  # a kbstudy.suites.dlrm_bench.gpu_run output folder (evaluations.jsonl, floors.jsonl)
 output_dir = "outputs/reports/cpu-default/04_dlrm_bench"  # tables/ and figures/ go here
