@@ -15,7 +15,7 @@
 # # 3. Addressable fraction of seven real workloads
 #
 # How much of a real workload's GPU time could a KernelBench-style kernel replace? Seven workloads in three domains
-# (transformers, CNNs, recommenders) were profiled with `torch.profiler` (`kbstudy.profiling.gpu_run`); every kernel
+# (transformers, CNNs, recommenders) were profiled with `torch.profiler` (`kbstudy.profiling.profile_run`); every kernel
 # name was sorted into a category by an ordered rule table (`kbstudy.harness.kernel_classes`), and the **addressable
 # fraction** f is the share of kernel time in the categories of the chosen rule (`kbstudy.profiling.addressable`).
 # Amdahl's law bounds the end-to-end speedup by 1/(1-f); with addressable kernels s times faster it is
@@ -26,7 +26,7 @@
 # %% tags=["parameters"]
 # Paths are relative to the repository root (resolved by kbstudy.pipeline.paths.project_path), so the rendered notebook
 # re-runs unchanged from outputs/reports/<name>/ under nbval.
-records_dir = "outputs/records/profiles/cpu/study"  # kbstudy.profiling.gpu_run output: workloads.jsonl, kernels.jsonl
+records_dir = "outputs/records/profiles/cpu/study"  # kbstudy.profiling.profile_run output: workloads.jsonl, kernels.jsonl
 # folders of the same hardware whose kernels.jsonl fills runs records_dir lacks or skipped (step times stay missing)
 supplementary_dirs = []
 output_dir = "outputs/reports/cpu-default/03_addressable_fraction"  # tables/ and figures/ go here
@@ -58,7 +58,7 @@ print("addressable rule:", rule, "=", sorted(ADDRESSABLE_RULES[rule]))
 
 # %% [markdown]
 # ## Runs and their status
-# Every run that `kbstudy.profiling.gpu_run` plans (the seven workloads, the transformer size sweep, the extras) with
+# Every run that `kbstudy.profiling.profile_run` plans (the seven workloads, the transformer size sweep, the extras) with
 # its status in the records. Failed, skipped and missing runs are listed, not hidden: a run is *missing* when the
 # records have no row for it (for instance an interrupted profiling session); `kernel_rows` > 0 on a missing run
 # means its kernels were recorded but not its workload row, and they are not used below.

@@ -21,7 +21,7 @@
 # variant candidates measured in the same run (`gpu_run --candidates`); and, given an earlier run of the same problems
 # (`previous_records_dir`, `repeat_records_dir`), our kernels before and after, judged against how far the kernel files
 # the two runs share moved. Records come from
-# `python -m kbstudy.suites.dlrm_bench.gpu_run`, which evaluates our kernels through the project's one evaluation path
+# `python -m kbstudy.suites.dlrm_bench.measurement_run`, which evaluates our kernels through the project's one evaluation path
 # (`kbstudy.harness.orchestrator.evaluate_batch`: KernelBench's and kbstudy's verdicts over five trials, eager and compile timings)
 # and writes the floors to `floors.jsonl` beside `machine.json`; this notebook only reads them. Each problem is
 # evaluated at the precision it is written in: bf16 for 10 and 11, fp32 for the others.
@@ -46,7 +46,7 @@
 # %% tags=["parameters"]
 # Paths are relative to the repository root (resolved by kbstudy.pipeline.paths.project_path), so the rendered notebook
 # re-runs unchanged from outputs/reports/<name>/ under nbval.
-records_dir = "outputs/records/dlrm_bench/cpu/study"  # a kbstudy.suites.dlrm_bench.gpu_run output folder (evaluations.jsonl, floors.jsonl)
+records_dir = "outputs/records/dlrm_bench/cpu/study"  # a kbstudy.suites.dlrm_bench.measurement_run output folder (evaluations.jsonl, floors.jsonl)
 output_dir = "outputs/reports/cpu-default/04_dlrm_bench"  # tables/ and figures/ go here
 hardware_label = "CPU (Triton interpreter)"  # how the hardware is named in titles
 previous_records_dir = ""  # an earlier run of the same problems (other kernels) to compare ours with; "" for none
@@ -305,7 +305,7 @@ print("\n".join(f"- {n}" for n in gather_notes(bandwidth, machine)))
 
 # %% [markdown]
 # ## Variant candidates measured in the same run
-# Records of other model configurations in the records folder (`python -m kbstudy.suites.dlrm_bench.gpu_run --candidates
+# Records of other model configurations in the records folder (`python -m kbstudy.suites.dlrm_bench.measurement_run --candidates
 # DIR`, e.g. another version of one of our kernels), each beside our kernel of the same problem: same machine state,
 # same eager timing. Only our kernels (`kbstudy-triton`) enter the tables above. `variant_over_ours` is the ratio of
 # the two medians (above 1: ours is faster) with its 95 % bootstrap interval (`variant_over_ours_ci_low`/`_high`, from
