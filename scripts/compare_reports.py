@@ -48,7 +48,7 @@ def compare(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
     paths = [c for c in old.columns if _path_like(old[c]) or _path_like(new[c])]
     old, new = old.drop(columns=paths), new.drop(columns=paths)
     # rows ordered by a folder's name move with it: compare the tables in one order of their other columns
-    old, new = (f.iloc[np.argsort(["\x1f".join(row) for row in f.fillna("").astype(str).itertuples(index=False)],
+    old, new = (f.iloc[np.argsort(["\x1f".join(row) for row in f.astype(str).itertuples(index=False)],
                                   kind="stable")].reset_index(drop=True) for f in (old, new))
     problems = []
     for column in old.columns:
