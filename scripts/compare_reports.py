@@ -48,7 +48,7 @@ def compare(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
     paths = [c for c in old.columns if _path_like(old[c]) or _path_like(new[c])]
     old, new = old.drop(columns=paths), new.drop(columns=paths)
     # rows ordered by a folder's name move with it: compare the tables in one order of their other columns
-    old, new = (f.iloc[np.argsort(["\x1f".join(row) for row in f.astype(str).itertuples(index=False)],
+    old, new = (f.iloc[np.argsort(["\x1f".join(map(str, row)) for row in f.itertuples(index=False)],
                                   kind="stable")].reset_index(drop=True) for f in (old, new))
     problems = []
     for column in old.columns:
@@ -57,7 +57,7 @@ def compare(old: pd.DataFrame, new: pd.DataFrame) -> list[str]:
             x, y = a.to_numpy(dtype=float), b.to_numpy(dtype=float)
             same = np.isclose(x, y, rtol=1e-9, atol=0.0, equal_nan=True)
         else:
-            same = (a.fillna("").astype(str) == b.fillna("").astype(str)).to_numpy()
+            same = (a.map(str) == b.map(str)).to_numpy()
         if not same.all():
             row = int(np.flatnonzero(~same)[0])
             problems.append(f"{column}: {int((~same).sum())} cells differ, first at row {row}: "
