@@ -136,8 +136,9 @@ def load_study(study_file: str | os.PathLike, *, root: str | os.PathLike | None 
     name = data.get("name")
     if not name or not isinstance(name, str):
         raise StudyError(f"{path}: a study needs a string `name`")
+    # required only where a run names it: a study that only renders, or whose paths are its own, reads no data
     kb_dir = resolve_kernelbench_dir(kernelbench_dir or data.get("kernelbench_dir"), root=root,
-                                     required=bool(data.get("runs")))  # a study without runs may not read it
+                                     required="{kernelbench_dir}" in json.dumps(data.get("runs") or []))
     variables = {"kernelbench_dir": str(kb_dir), "name": name}
     runs = []
     for i, run in enumerate(data.get("runs") or []):
