@@ -38,7 +38,7 @@ Per trial and output tensor:
    (``kbstudy.harness.child.reference.ReferenceSession.bound_errors``), so a problem whose own reference at ``p`` misses float64 (an
    ill-conditioned one) does not reject honest kernels;
 
-5. *integrity* (judged from what the worker reports beside the outputs, see ``kbstudy.harness.child.worker``): the candidate left
+5. *integrity* (judged from what the worker reports beside the outputs, see ``kbstudy.harness.child.integrity``): the candidate left
    its inputs as it received them (``inputs_mutated``), left torch's global state as the worker found it before the
    candidate was loaded (``global_state``: ``torch.backends`` flags, matmul precision, deterministic mode, thread
    count, and the identities of torch functions a reference or the harness calls), and did not return a stale result
@@ -173,7 +173,7 @@ class KbstudyTrial:
     sentinel: str | None = None
 
 
-#: Integrity failures, in the order they are reported when several apply (see ``kbstudy.harness.child.worker``).
+#: Integrity failures, in the order they are reported when several apply (see ``kbstudy.harness.child.integrity``).
 INTEGRITY_FAILURES = ("inputs_mutated", "global_state", "stale_output")
 #: The failure of a candidate whose sampled timed outputs did not match the reference (check 7).
 TIMING_OUTPUT_MISMATCH = "timing_output_mismatch"

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from kbstudy.cli.app import app
 from kbstudy.pipeline import data
-from kbstudy.pipeline.study import load_study
+from kbstudy.pipeline.study_config import load_study
 
 DATA_DIR = data.resolve_kernelbench_dir(required=False)
 
