@@ -19,7 +19,7 @@ from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.records.store import RecordStore
 from kbstudy.harness.timing import DEVICE_TIME_CHECKED_CALLS
 
-from .helpers import records_by_config
+from support.helpers import records_by_config
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

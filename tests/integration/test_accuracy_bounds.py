@@ -26,7 +26,7 @@ from kbstudy.records.schema import EvaluationRecord, ReferenceRecord
 from kbstudy.records.store import RecordStore
 from kbstudy.harness.child.reference import ReferenceSession
 
-from .helpers import REPO, cpu_config, torch_candidate
+from support.helpers import REPO, cpu_config, torch_candidate
 
 SCALE = 1 / 64
 KL, MATVEC, RELU = "98_KLDivLoss.py", "4_Matrix_vector_multiplication_.py", "19_ReLU.py"

@@ -23,10 +23,10 @@ from kbstudy.pipeline.calibrate import SOLO_LANE, assign_lanes, problem_footprin
 from kbstudy.records.frames import load_frames, run_folders, setting_label
 from kbstudy.verdict import checks as verify
 
-from committed import committed_records
-from fixture_records import CALIBRATION_SLICE_V1, write_calibration_slice
+from support.committed import committed_records
+from support.fixture_records import CALIBRATION_SLICE_V1, write_calibration_slice
 
-from .helpers import REPO
+from support.helpers import REPO
 
 RECORDS = REPO / "outputs" / "records"
 SMOKE = RECORDS / "kernelbench" / "h200" / "smoke"
@@ -399,7 +399,7 @@ def test_candidate_tables_take_each_attempt_once_from_the_first_folder(tmp_path)
     """The same kernel evaluated in two folders (an earlier run, then the full one): the audit's candidate tables
     count it once, from the folder listed first (as notebook 01 and the release do); records of other attempts, and
     the null candidates, are untouched."""
-    from fixture_records import record, write_store
+    from support.fixture_records import record, write_store
 
     old = [record("K", 1, kb=True, kbs=False), record("K", 2, kb=True, kbs=True)]
     new = [record("K", 1, kb=True, kbs=True), record("K", 3, kb=False, kbs=False),

@@ -18,9 +18,9 @@ from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.problems import make_problem
 from kbstudy.records.store import RecordStore
 
-from committed import RECORDS, committed_records
+from support.committed import RECORDS, committed_records
 
-from .helpers import cpu_config
+from support.helpers import cpu_config
 
 H200_CALIBRATION = RECORDS / "kernelbench" / "h200" / "calibration"
 

@@ -10,7 +10,7 @@ import stat
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(tmp_path: Path, **env) -> list[str]:

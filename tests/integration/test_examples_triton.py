@@ -32,7 +32,7 @@ from kbstudy.harness.candidates import load_candidates
 from kbstudy.harness.problems import load_problems, scale_source
 from kbstudy.pipeline.data import resolve_kernelbench_dir
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "kbstudy" / "examples" / "triton"
 KERNELBENCH = resolve_kernelbench_dir(required=False)
 PROBLEMS_JSONL = KERNELBENCH / "kernelbench_levels_1-3.jsonl"

@@ -10,7 +10,7 @@ import sys
 import time
 
 import pytest
-from conftest import API_KEY, API_KEY_ENV, REPO, SERVED_MODEL, Reply, error_reply, recorded
+from support.chat_server import API_KEY, API_KEY_ENV, REPO, SERVED_MODEL, Reply, error_reply, recorded
 
 from kbstudy.harness.candidates import load_candidates
 from kbstudy.generate.client import EndpointAuthError, ModelNotFoundError

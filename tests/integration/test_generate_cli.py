@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import API_KEY_ENV
+from support.chat_server import API_KEY_ENV
 from typer.testing import CliRunner
 
 from kbstudy.harness.candidates import load_candidates

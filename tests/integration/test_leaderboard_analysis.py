@@ -23,9 +23,9 @@ from kbstudy.pipeline.data import resolve_kernelbench_dir
 from kbstudy.records.frames import load_frames
 from kbstudy.records.store import RecordStore
 
-from committed import RECORDS, committed_records
+from support.committed import RECORDS, committed_records
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 KB = resolve_kernelbench_dir(required=False)
 H200 = RECORDS / "kernelbench" / "h200" / "level1-fp32"
 SMOKE = RECORDS / "kernelbench" / "h200" / "smoke"

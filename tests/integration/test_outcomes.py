@@ -19,7 +19,7 @@ from kbstudy.harness.problems import make_problem
 from kbstudy.records.schema import OUTCOMES
 from kbstudy.records.store import RecordStore
 
-from .helpers import cpu_config, records_by_config, torch_candidate
+from support.helpers import cpu_config, records_by_config, torch_candidate
 
 SCALE = 0.0625
 RELU = (1, 19)

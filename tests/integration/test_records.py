@@ -14,7 +14,7 @@ from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.records.schema import OUTCOMES, SCHEMA_VERSION, EvaluationRecord, ReferenceRecord, evaluation_key, reference_key
 from kbstudy.records.store import RecordStore, append_jsonl, iter_jsonl
 
-from .helpers import REPO, cpu_config, torch_candidate
+from support.helpers import REPO, cpu_config, torch_candidate
 
 
 def _strict_loads(line: str):
@@ -279,7 +279,7 @@ def test_skip_float32_only_records_the_reason_without_running(problem_by_name, t
     that reason (the scan's evidence in its message), and the flag is part of the settings key."""
     from kbstudy.harness.candidates import load_candidates
 
-    from .helpers import LEADERBOARD_FILE, kernelbench_path
+    from support.helpers import LEADERBOARD_FILE, kernelbench_path
 
     problem = problem_by_name["19_ReLU.py"]
     cands = [c for c in load_candidates(kernelbench_path() / LEADERBOARD_FILE, levels=[1])

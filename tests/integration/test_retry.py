@@ -16,7 +16,7 @@ from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.pool import ChildPool, WorkerStartError, start_forkserver
 from kbstudy.records.store import RecordStore
 
-from .helpers import cpu_config, torch_candidate
+from support.helpers import cpu_config, torch_candidate
 
 
 def _flaky_relu(marker) -> object:

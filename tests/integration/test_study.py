@@ -14,7 +14,7 @@ from kbstudy.pipeline import study as study_mod
 from kbstudy.pipeline.data import resolve_kernelbench_dir
 from kbstudy.records.store import RecordStore
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 KERNELBENCH = resolve_kernelbench_dir(required=False)
 needs_kernelbench = pytest.mark.skipif(not (KERNELBENCH / "kernelbench_levels_1-3.jsonl").exists(),
                                        reason="KernelBench data not found")

@@ -17,13 +17,13 @@ import pytest
 from kbstudy.analysis import audit
 from kbstudy.records.frames import load_frames, run_folders
 
-from committed import committed_records
-from fixture_records import write_calibration_slice
+from support.committed import committed_records
+from support.fixture_records import write_calibration_slice
 
 pytest.importorskip("papermill")
 pytest.importorskip("jupytext")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "notebooks" / "02_correctness_audit.py"
 SANITIZE = REPO / "tests" / "nbval_sanitize.cfg"
 pytestmark = pytest.mark.slow

@@ -31,9 +31,9 @@ from kbstudy.analysis import profiles as prof_report  # noqa: E402
 from kbstudy.profiling.addressable import paper_comparison  # noqa: E402
 from kbstudy.records.store import RecordStore  # noqa: E402
 
-from committed import RECORDS, committed_records  # noqa: E402
+from support.committed import RECORDS, committed_records  # noqa: E402
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SANITIZE = REPO / "tests" / "nbval_sanitize.cfg"
 PROFILE_RECORDS = RECORDS / "profiles" / "cpu" / "study"
 DLRM_RECORDS = RECORDS / "dlrm_bench" / "cpu" / "study"

@@ -12,14 +12,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from fixture_records import config_a, record, write_store
+from support.fixture_records import config_a, record, write_store
 from kbstudy.analysis import scoring
 from kbstudy.records.frames import load_evaluations
 
 pm = pytest.importorskip("papermill")
 pytest.importorskip("jupytext")
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 NOTEBOOK = REPO / "notebooks" / "01_kernelbench_level1.py"
 SANITIZE = REPO / "tests" / "nbval_sanitize.cfg"
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ import pytest
 
 from kbstudy.pipeline.study import read_percent_notebook
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 RENDERED = sorted((REPO / "outputs" / "reports").glob("*/*.ipynb"))
 
 

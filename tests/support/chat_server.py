@@ -1,5 +1,6 @@
-"""Fixtures for the generation tests: the KernelBench problems, and a real HTTP server on loopback that speaks the
-OpenAI-compatible chat-completions protocol (``POST /v1/chat/completions``, ``GET /v1/models``).
+"""Fixtures for the generation tests (made available by ``tests/integration/conftest.py``): the KernelBench
+problems, and a real HTTP server on loopback that speaks the OpenAI-compatible chat-completions protocol
+(``POST /v1/chat/completions``, ``GET /v1/models``).
 
 The server is not a mock of the client: the ``openai`` package talks HTTP to it over a socket. Each test scripts what
 it answers through a *responder* (request body, number of earlier requests for the same prompt and seed) -> ``Reply``;
@@ -24,7 +25,7 @@ from kbstudy.harness.problems import load_problems
 from kbstudy.pipeline.data import resolve_kernelbench_dir
 
 REPO = Path(__file__).resolve().parents[2]
-DATA = Path(__file__).resolve().parent / "data"
+DATA = REPO / "tests" / "fixtures" / "generate"
 SERVED_MODEL = "kbstudy-test/coder-7b"
 API_KEY_ENV = "KBSTUDY_TEST_API_KEY"
 #: A distinctive key: tests grep every written file for it.
@@ -32,17 +33,14 @@ API_KEY = "sk-kbstudy-test-5e3f9c0d1b7a"
 
 
 @pytest.fixture(scope="session")
-def kernelbench_dir() -> Path:
-    """The KernelBench data folder (``kbstudy.pipeline.data.resolve_kernelbench_dir``)."""
+def problems_path() -> Path:
+    """The KernelBench problems file in the data folder (``kbstudy.pipeline.data.resolve_kernelbench_dir``); skips
+    when it is absent. (Not named ``kernelbench_dir``: that fixture, in ``support.kernelbench_fixtures``, needs more
+    files.)"""
     path = resolve_kernelbench_dir(required=False)
     if not (path / "kernelbench_levels_1-3.jsonl").is_file():
         pytest.skip(f"KernelBench problems not found in {path} (set KBSTUDY_KERNELBENCH_DIR)")
-    return path
-
-
-@pytest.fixture(scope="session")
-def problems_path(kernelbench_dir: Path) -> Path:
-    return kernelbench_dir / "kernelbench_levels_1-3.jsonl"
+    return path / "kernelbench_levels_1-3.jsonl"
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from pathlib import Path
 from kbstudy.records.schema import EvaluationRecord, ReferenceRecord, evaluation_key, reference_key
 from kbstudy.records.store import RecordStore
 
-from committed import RECORDS, committed_records
+from support.committed import RECORDS, committed_records
 
 NAMES = {1: "1_Square_matrix_multiplication_.py", 2: "2_Standard_matrix_multiplication_.py", 3: "19_ReLU.py",
          4: "23_Softmax.py", 5: "36_RMSNorm_.py", 6: "40_LayerNorm.py"}
@@ -113,7 +113,7 @@ CALIBRATION_SLICE = {"level1-fp32": (1, {4, 19, 23, 98}), "level1-bf16": (1, {4,
 
 
 #: The same slice as committed before checks v4 (schema < 3, checks-v1 verdicts): ``tests/fixtures/cpu-calibration-v1``.
-CALIBRATION_SLICE_V1 = Path(__file__).resolve().parent / "fixtures" / "cpu-calibration-v1"
+CALIBRATION_SLICE_V1 = Path(__file__).resolve().parents[1] / "fixtures" / "cpu-calibration-v1"
 
 
 def write_calibration_slice(dest: str | Path, source: str | Path | None = None) -> Path:

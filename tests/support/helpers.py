@@ -1,4 +1,4 @@
-"""Helpers shared by the core tests (imported relatively: ``from .helpers import cpu_config``)."""
+"""Helpers shared by the tests that evaluate candidates (``from support.helpers import cpu_config``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Fixtures for the evaluation-core tests (CPU only): the shared KernelBench data.
+"""The KernelBench fixtures of every tier (loaded by ``tests/conftest.py`` as a plugin): the shared KernelBench data.
 
 The tests run real problems from the shared KernelBench exports at scaled sizes, through ``evaluate_batch`` with its
 worker and reference processes; nothing of kbstudy is mocked. Batches are module-scoped fixtures so one run serves
-several assertions (the whole directory must stay within a few minutes on a 2-core CI machine).
+several assertions.
 """
 
 from __future__ import annotations

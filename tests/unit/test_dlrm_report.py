@@ -15,7 +15,7 @@ from kbstudy.analysis import dlrm as report
 from kbstudy.analysis import dlrm_device
 from kbstudy.analysis import dlrm_variants
 
-from committed import RECORDS, committed_records
+from support.committed import RECORDS, committed_records
 
 CPU_RECORDS = RECORDS / "dlrm_bench" / "cpu" / "study"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import REPO
+from support.chat_server import REPO
 
 from kbstudy.generate.config import (NO_KEY_PLACEHOLDER, ModelConfigError, load_model_config,
                                      model_config_from_dict, resolve_api_key)

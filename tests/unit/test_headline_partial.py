@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from fixture_records import record, write_store
+from support.fixture_records import record, write_store
 from kbstudy.analysis import headline
 from kbstudy.analysis import figures as plots
 from kbstudy.analysis import published

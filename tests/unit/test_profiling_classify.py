@@ -9,7 +9,6 @@ seen, ``review_note`` says why where the category is not obvious or a rule was c
 
 import csv
 import json
-from pathlib import Path
 
 import pytest
 
@@ -17,9 +16,9 @@ from kbstudy.harness.kernel_classes import (CATEGORIES, KERNEL_RULES, classify_k
                                         classify_op_source)
 from kbstudy.records.store import iter_jsonl
 
-from committed import RECORDS, committed_records
+from support.committed import RECORDS, REPO, committed_records
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = REPO / "tests" / "profiling" / "fixtures"
 FIXTURE = FIXTURES / "kernel_names.csv"
 H200_FIXTURE = FIXTURES / "h200_kernel_names.csv"
 H200_FOLDERS = [RECORDS / "profiles" / "h200" / name for name in ("eager", "eager-kernel-tables")]

@@ -2,7 +2,6 @@
 
 import csv
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -11,11 +10,11 @@ from typer.testing import CliRunner  # noqa: E402
 
 from kbstudy.cli.profile import app  # noqa: E402
 
-from committed import RECORDS, committed_records  # noqa: E402
+from support.committed import RECORDS, REPO, committed_records  # noqa: E402
 
 H200, H200_KERNEL_TABLES = RECORDS / "profiles" / "h200" / "eager", RECORDS / "profiles" / "h200" / "eager-kernel-tables"
 SOURCES = [H200 / "kernels.jsonl", H200_KERNEL_TABLES / "kernels.jsonl"]
-FIXTURE = Path(__file__).parent / "fixtures" / "h200_kernel_names.csv"
+FIXTURE = REPO / "tests" / "profiling" / "fixtures" / "h200_kernel_names.csv"
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,7 @@ import pytest
 
 from kbstudy.analysis import profiles as report
 
-from committed import RECORDS, committed_records
+from support.committed import RECORDS, committed_records
 
 H200 = RECORDS / "profiles" / "h200" / "eager"
 H200_CALL3 = H200.parent / "eager-kernel-tables"

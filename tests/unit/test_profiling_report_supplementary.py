@@ -18,7 +18,7 @@ import pytest
 from kbstudy.analysis import profiles as report
 from kbstudy.records.store import iter_jsonl
 
-from committed import RECORDS, committed_records
+from support.committed import RECORDS, committed_records
 
 REPO = RECORDS.parents[1]
 H200, CALL3 = RECORDS / "profiles" / "h200" / "eager", RECORDS / "profiles" / "h200" / "eager-kernel-tables"

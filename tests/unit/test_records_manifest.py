@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kbstudy.pipeline.study import _load_mapping
 
-from committed import RECORDS, REPO
+from support.committed import RECORDS, REPO
 
 MANIFEST = RECORDS / "MANIFEST.md"
 ARCHIVE = REPO / "outputs" / "archive"
