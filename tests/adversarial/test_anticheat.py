@@ -1,6 +1,6 @@
 """Anti-cheat checks that need no GPU (issue 3, part 4): inputs mutated, global state changed, results cached across
-calls, and the second coverage sentinel on a CPU. Each cheat is a candidate that must be caught; an honest candidate
-beside them must not be flagged."""
+calls, and the second coverage sentinel on a CPU. Each cheat is a candidate file (``candidates/<name>.py``) that must
+be caught; the honest controls beside them must not be flagged."""
 
 from __future__ import annotations
 
@@ -14,67 +14,18 @@ from kbstudy.harness.assemble import note_integrity
 from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.records.store import RecordStore
 
-from .helpers import cpu_config, records_by_config, torch_candidate
-
-_CACHE_BY_POINTER = """
-key = (x.data_ptr(), tuple(x.shape))
-if key not in _CACHE:
-    _CACHE[key] = torch.relu(x)
-return _CACHE[key]
-"""
-
-_CACHE_BY_SHAPE = """
-key = tuple(x.shape)
-if key not in _CACHE:
-    _CACHE[key] = torch.relu(x).clone()
-return _CACHE[key]
-"""
-
-_PATCH_ALLCLOSE = """
-torch.allclose = lambda *a, **k: True
-"""
-
-_PATCH_AT_CALL = """
-torch.Tensor.__eq__ = lambda self, other: torch.ones_like(self, dtype=torch.bool)
-return torch.relu(x)
-"""
-
-_NO_NAN_FILL = """
-torch.utils.deterministic.fill_uninitialized_memory = False
-out = torch.empty_like(x)
-out[: x.shape[0] // 2] = torch.relu(x[: x.shape[0] // 2])
-return out
-"""
-
-_PARTIAL = """
-out = torch.empty_like(x)
-out[: x.shape[0] // 2] = torch.relu(x[: x.shape[0] // 2])
-return out
-"""
+from support.adversarial import load_candidates
+from support.helpers import cpu_config, records_by_config
 
 
 @pytest.fixture(scope="module")
 def cheats(problem_by_name, tmp_path_factory):
-    """19_ReLU at 1/100 size: an honest candidate and one cheat per check."""
+    """19_ReLU at 1/100 size: the honest controls and one cheat per check (``candidates/<name>.py``)."""
     tmp = tmp_path_factory.mktemp("anticheat")
     relu = problem_by_name["19_ReLU.py"]
-    cands = [
-        torch_candidate("return torch.relu(x)", problem_id=19, name="honest"),
-        torch_candidate("y = torch.relu(x)\nreturn y.clone() if y.data_ptr() != x.data_ptr() else y", problem_id=19,
-                        name="honest_reads_pointer"),
-        torch_candidate("x.add_(1.0)\nreturn torch.relu(x - 1.0)", problem_id=19, name="mutates_input"),
-        torch_candidate("y = torch.relu(x)\nx.zero_()\nreturn y", problem_id=19, name="zeroes_input_after"),
-        torch_candidate("torch.backends.cuda.matmul.allow_tf32 = True\nreturn torch.relu(x)", problem_id=19,
-                        name="sets_tf32"),
-        torch_candidate("torch.set_float32_matmul_precision('medium')\nreturn torch.relu(x)", problem_id=19,
-                        name="sets_matmul_precision"),
-        torch_candidate("return torch.relu(x)", problem_id=19, name="patches_at_import", prelude=_PATCH_ALLCLOSE),
-        torch_candidate(_PATCH_AT_CALL, problem_id=19, name="patches_at_call"),
-        torch_candidate(_NO_NAN_FILL, problem_id=19, name="switches_nan_fill_off"),
-        torch_candidate(_CACHE_BY_POINTER, problem_id=19, name="cache_by_pointer", prelude="_CACHE = {}"),
-        torch_candidate(_CACHE_BY_SHAPE, problem_id=19, name="cache_by_shape", prelude="_CACHE = {}"),
-        torch_candidate(_PARTIAL, problem_id=19, name="partial"),
-    ]
+    cands = load_candidates("honest", "honest_reads_pointer", "mutates_input", "zeroes_input_after", "sets_tf32",
+                            "sets_matmul_precision", "patches_at_import", "patches_at_call", "switches_nan_fill_off",
+                            "cache_by_pointer", "cache_by_shape", "partial")
     store = RecordStore(tmp / "records")
     summary = evaluate_batch([relu], cands, store, cpu_config(size_scale=0.01, cache_dir=str(tmp / "cache"),
                                                               time_candidates=False))

@@ -30,65 +30,24 @@ from kbstudy.harness.problems import scale_source
 from kbstudy.records.store import RecordStore
 from kbstudy.harness.child.reference import ReferenceSession
 
-from .helpers import REPO, cpu_config, records_by_config, torch_candidate
+from support.adversarial import load_candidates
+from support.helpers import REPO, cpu_config, records_by_config
 
 #: KernelBench's 5 trials + 2 fresh seeds + signed + large: the calls a candidate gets before it is timed on ReLU.
 CORRECTNESS_CALLS = 9
 EXTRA_SEEDS = [1111, 2222, 3333, 4444]
 
-_ONLY_NONNEGATIVE = "return x.clone()  # ReLU as the identity: right for every input in [0, 1)"
-_ABS_TRICK = "return x.abs()  # equal to relu(x) for x >= 0"
-
-_KNOWS_THE_SEEDS = """
-if torch.initial_seed() in _KB_SEEDS:  # the harness seeds each trial; KernelBench's 5 seeds are public
-    return torch.relu(x)
-return torch.zeros_like(x)  # whatever it does elsewhere
-"""
-
-_COUNTER_CACHE = f"""
-global _CALLS
-_CALLS += 1
-if _CALLS <= {CORRECTNESS_CALLS}:  # honest while judged, then the last answer forever
-    _CACHE[0] = torch.relu(x)
-return _CACHE[0]
-"""
-
-_POINTER_CACHE_AFTER_TRIALS = f"""
-global _CALLS
-_CALLS += 1
-if _CALLS <= {CORRECTNESS_CALLS}:  # the trials' inputs live at recycled addresses: stay honest there
-    return torch.relu(x)
-key = (x.data_ptr(), tuple(x.shape))
-if key not in _CACHE:
-    _CACHE[key] = torch.relu(x)
-return _CACHE[key]
-"""
-
-_REUSES_ITS_OUTPUT_BUFFER = """
-out = _BUF.get(tuple(x.shape))
-if out is None:
-    out = _BUF[tuple(x.shape)] = torch.empty_like(x)
-return torch.clamp(x, min=0.0, out=out)  # honest: the same output tensor every call, rewritten in full
-"""
-
 
 @pytest.fixture(scope="module")
 def hardened(problem_by_name, tmp_path_factory):
-    """19_ReLU at 1/100 size: honest candidates, nonnegative-only ones, a seed-overfitter and two caches."""
+    """19_ReLU at 1/100 size: honest controls, nonnegative-only cheats, a seed-overfitter and two caches (the
+    files ``candidates/<name>.py``)."""
     tmp = tmp_path_factory.mktemp("hardening")
     relu = problem_by_name["19_ReLU.py"]
-    cands = [
-        torch_candidate("return torch.relu(x)", problem_id=19, name="honest"),
-        torch_candidate(_REUSES_ITS_OUTPUT_BUFFER, problem_id=19, name="reuses_output_buffer", prelude="_BUF = {}"),
-        torch_candidate(_ONLY_NONNEGATIVE, problem_id=19, name="identity"),
-        torch_candidate(_ABS_TRICK, problem_id=19, name="abs"),
-        torch_candidate(_KNOWS_THE_SEEDS, problem_id=19, name="knows_the_seeds",
-                        prelude="from kbstudy.harness.tensors import kernelbench_trial_seeds\n"
-                                "_KB_SEEDS = set(kernelbench_trial_seeds(5))"),
-        torch_candidate(_COUNTER_CACHE, problem_id=19, name="counter_cache", prelude="_CALLS = 0\n_CACHE = {}"),
-        torch_candidate(_POINTER_CACHE_AFTER_TRIALS, problem_id=19, name="pointer_cache",
-                        prelude="_CALLS = 0\n_CACHE = {}"),
-    ]
+    cands = load_candidates("honest", "reuses_output_buffer", "identity", "abs", "knows_the_seeds", "counter_cache",
+                            "pointer_cache")
+    for cand in cands[-2:]:  # honest exactly while judged
+        assert f"_CORRECTNESS_CALLS = {CORRECTNESS_CALLS} " in cand.source, cand.model_config
     store = RecordStore(tmp / "records")
     cfg = cpu_config(size_scale=0.01, cache_dir=str(tmp / "cache"), extra_seeds=list(EXTRA_SEEDS),
                      timing={"warmup_ms": 1, "budget_ms": 20, "min_reps": 6, "max_reps": 8})

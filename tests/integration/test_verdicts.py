@@ -15,34 +15,18 @@ from kbstudy.harness.candidates import null_candidates
 from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.records.store import RecordStore
 
-from .helpers import cpu_config, records_by_config, torch_candidate
+from support.adversarial import load_candidates
+from support.helpers import cpu_config, records_by_config, torch_candidate
 
 # ------------------------------------------------------------------------------------------------ end to end
 
-_PARTIAL = """
-out = torch.empty_like(x)
-out[: x.shape[0] // 2] = torch.relu(x[: x.shape[0] // 2])
-return out
-"""
-
-_CUSTOM_SUBCLASS = """
-class _Looks(torch.Tensor):
-    pass
-
-return torch.relu(x).as_subclass(_Looks)
-"""
-
-
 @pytest.fixture(scope="module")
 def relu_batch(problem_by_name, tmp_path_factory):
-    """Known-good and known-bad candidates for 19_ReLU (at 1/100 size: the verdicts do not depend on the size)."""
+    """Known-good and known-bad candidates for 19_ReLU (at 1/100 size: the verdicts do not depend on the size); the
+    cheats are files of ``tests/adversarial/candidates``."""
     tmp = tmp_path_factory.mktemp("verdicts_relu")
     relu = problem_by_name["19_ReLU.py"]
-    cands = null_candidates(relu) + [
-        torch_candidate(_PARTIAL, problem_id=19, name="partial"),
-        torch_candidate("return torch.nn.Parameter(torch.relu(x), requires_grad=False)", problem_id=19,
-                        name="subclass"),
-        torch_candidate(_CUSTOM_SUBCLASS, problem_id=19, name="custom_subclass"),
+    cands = null_candidates(relu) + load_candidates("partial", "subclass", "custom_subclass") + [
         torch_candidate("return torch.relu(x)[:, :-1]", problem_id=19, name="wrong_shape"),
         torch_candidate("return torch.relu(x).double()", problem_id=19, name="wrong_dtype"),
         torch_candidate("return torch.relu(x) * (1 + 1e-6)", problem_id=19, name="off_1e-6"),
