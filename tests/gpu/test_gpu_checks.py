@@ -5,7 +5,7 @@ the device time (``kbstudy.harness.timing.time_device``) leaves out host work th
 Real problems (KernelBench level 1: 1_Square_matrix_multiplication_ at half size, 19_ReLU at 1/10) and real
 candidate sources, through ``evaluate_batch``. Run on a GPU machine with::
 
-    KBSTUDY_KERNELBENCH_DIR=<shared>/kernelbench python -m pytest -q tests/core/test_gpu_checks.py
+    KBSTUDY_KERNELBENCH_DIR=<shared>/kernelbench python -m pytest -q tests/gpu  (or make test-gpu)
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The order of work in scripts/h200_calibration.sh, with the calibrate command replaced by a stub that logs its
-arguments (the real command runs on the H200; its CPU path is tested in tests/core/test_calibration.py, its lanes
-in tests/core/test_audit.py)."""
+arguments (the real command runs on the H200; its CPU path is tested in tests/integration/test_calibration.py, its
+lanes in tests/integration/test_audit.py)."""
 
 from __future__ import annotations
 

@@ -38,7 +38,8 @@ def test_shipped_study_files_parse_and_resolve(name):
             continue
         assert {"records_dirs", "output_dir", "precision", "hardware_label", "correctness"} <= set(params)
         # the notebook reads the records its study writes (paths relative to the repository root); the H200 analysis
-        # also reads the folders of the other H200 study and the smoke run (tests/test_leaderboard_analysis.py)
+        # also reads the folders of the other H200 study and the smoke run
+        # (tests/integration/test_leaderboard_analysis.py)
         assert {str(r.records) for r in study.runs} <= {str(study_mod.project_path(d, REPO)) for d in params["records_dirs"]}
     info = study_mod.run_evaluations(study, dry_run=True)
     run = study.runs[0]

@@ -51,7 +51,7 @@ def test_notebook_tables_equal_scoring(rendered):
         expected = scoring.summarize(frame, correctness="kbstudy", baseline=baseline)
         pd.testing.assert_frame_equal(written, expected, check_dtype=False)
     headline = pd.read_csv(out_dir / "tables" / "headline.csv").set_index("model_config")
-    # hand-computed for configuration A (tests/fixture_records.py)
+    # hand-computed for configuration A (tests/support/fixture_records.py)
     assert headline.loc["A", "kbstudy_correct_pct"] == pytest.approx(40.0)
     assert headline.loc["A", "fast_1"] == pytest.approx(0.2)
     assert headline.loc["A", "compile_speedup_geomean"] == pytest.approx(0.5)

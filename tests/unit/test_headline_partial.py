@@ -1,7 +1,7 @@
 """The leaderboard analysis on partial records (issue #4's run is made phase by phase): the headline table counts
 only verified speedups, with the noise margin of null:reference records it does not show; the coverage of the
 published kernels; throughput per device call; one colour per configuration across figure panels. Hand-made records
-(tests/fixture_records.py); every expected value is worked out here."""
+(tests/support/fixture_records.py); every expected value is worked out here."""
 
 from __future__ import annotations
 

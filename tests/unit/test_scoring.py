@@ -1,4 +1,4 @@
-"""kbstudy.analysis.scoring against hand-computed values (fixture rows in tests/fixture_records.py)."""
+"""kbstudy.analysis.scoring against hand-computed values (fixture rows in tests/support/fixture_records.py)."""
 
 from __future__ import annotations
 
