@@ -11,7 +11,7 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: install study render golden test pytest nbval
+.PHONY: install study render golden test pytest nbval test-unit test-integration test-notebooks test-adversarial test-gpu
 
 install:
 	$(PYTHON) -m pip install $(TORCH_INDEX) "$(TORCH_SPEC)"
@@ -30,11 +30,16 @@ study:
 render golden:
 	$(PYTHON) -m kbstudy study $(STUDY) --only-notebooks $(KERNELBENCH_ARG)
 
-# the whole test suite: unit/integration tests, then nbval on the committed rendered notebooks
+# the whole test suite: every pytest tier (tests/README.md; the GPU tier skips without CUDA), then nbval on the
+# committed rendered notebooks
 test: pytest nbval
 
 pytest:
 	$(PYTHON) -m pytest -q tests
+
+# one tier each (tests/<tier>/); test-gpu is for the GPU machine
+test-unit test-integration test-notebooks test-adversarial test-gpu: test-%:
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/$*
 
 # strict output comparison of the rendered notebooks (numbers printed as rounded text; images not compared)
 nbval:
