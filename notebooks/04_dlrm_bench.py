@@ -26,20 +26,21 @@
 # and writes the floors to `floors.jsonl` beside `machine.json`; this notebook only reads them. Each problem is
 # evaluated at the precision it is written in: bf16 for 10 and 11, fp32 for the others.
 #
-# **H200 parameters.** `outputs/records/h200-dlrm-s16-final` (session 16's last run, a single-GPU host, nothing else
-# running): the twelve kernel files of commit `cbec50b`, in which kernels 5 and 12 are new (5: the variant `s16-c` of
-# `outputs/records/h200-dlrm-s16-round2`; 12: session 15's variant `s15-d` of `outputs/records/h200-dlrm-s15-p12`, its
-# configs ranked in the judged cache state), each measured beside the file it replaces in the same run. Every record
+# **H200 parameters.** `outputs/records/dlrm_bench/h200/final` (a single-GPU host, nothing else running): the twelve
+# kernel files of commit `cbec50b`, in which kernels 5 and 12 differ from the previous run's (5: the variant `s16-c` of
+# `outputs/records/dlrm_bench/h200/variants-problem-5`; 12: the variant `s15-d` of
+# `outputs/records/dlrm_bench/h200/variants-problem-12`, its configs ranked in the judged cache state), each measured
+# beside the file it replaces in the same run. Every record
 # holds the device time (L2 flushed clean, the host hidden) by which the target is judged and the configs its Triton
 # autotuners chose (`metadata.autotuned`); the floors hold the device time of a plain copy of each problem's bytes and,
 # where the DRAM must move more than those bytes (whole 32-byte sectors of unaligned gathered rows: problems 5 and 6),
-# of a copy of that many. `previous_records_dir` is `h200-dlrm-s15` (session 15's run: ten of the twelve files are the
-# same); `repeat_records_dir` is `h200-dlrm-s16`, the same session's first full run on another fresh machine (eleven
-# of the twelve files the same: all but 5), which gives the band a rerun moves. Each folder's README says how it was
+# of a copy of that many. `previous_records_dir` is `dlrm_bench/h200/previous-kernels` (the run before: ten of the
+# twelve files are the same); `repeat_records_dir` is `dlrm_bench/h200/repeat`, the full run just before it on
+# another fresh machine (eleven of the twelve files the same: all but 5), which gives the band a rerun moves. Each folder's README says how it was
 # made.
 #
 # **Preliminary records.** A folder written by the benchmark's former runner (layout `preliminary`, e.g.
-# `outputs/records/h200-dlrm-gpu-run`, kept for comparison) has no verdicts: its
+# `outputs/records/dlrm_bench/h200/preliminary`, kept for comparison) has no verdicts: its
 # `correct` column is that runner's own self-check (relative L2 error against float64), the verdict columns are empty,
 # and its problem 5 is the former in-place version. Its numbers are preliminary.
 
@@ -224,18 +225,18 @@ print("\n".join(f"- {n}" for n in notes))
 # while the GPU spins and the events see only the device's work (`kbstudy.harness.timing.time_device`; the method of
 # `triton.testing.do_bench`, made strict, and what Nsight Compute's default cache control measures). It keeps each
 # launch's GPU-side start-up, idle time between the call's kernels and any host synchronisation inside the call
-# (`device_host_overran` counts the calls whose host work outlasted the spin). From session 15 on its flush *reads* a
-# buffer twice the L2 (`device_flush = read`), so the L2 holds clean lines and a call pays for no earlier writes (its
-# own output lines still dirty when it ends, at most min(output, L2), are written back after its end event); the
-# write-flush of session 14's records (`write`) left dirty lines whose write-back the next call paid, 2.5-8.4 us for
-# these kernels on the H200 (`outputs/records/h200-flush-s15`). The per-call time keeps KernelBench's write-flush.
-# Records made before session 14 lack a device time; for them `device_ms` is `profiled_ms` (`device_source =
+# (`device_host_overran` counts the calls whose host work outlasted the spin). Its flush *reads* a buffer twice the L2
+# (`device_flush = read`), so the L2 holds clean lines and a call pays for no earlier writes (its own output lines
+# still dirty when it ends, at most min(output, L2), are written back after its end event); records with a
+# write-flush (`write`, the oldest device times) left dirty lines whose write-back the next call paid, 2.5-8.4 us for
+# these kernels on the H200 (`outputs/records/dlrm_bench/h200/flush-states`). The per-call time keeps KernelBench's
+# write-flush. The oldest records lack a device time; for them `device_ms` is `profiled_ms` (`device_source =
 # profiled`): the kernels' summed durations in one profiled, warm call, which is lower (no start-up, a warm L2).
 # `gap_us` is per-call median minus device time (the host's share); `target_gap_us` is 1.25 x floor minus device time.
-# `copy_ms` (GPU runs from session 14 on) is the device time of a plain copy of the problem's compulsory bytes at its
+# `copy_ms` (in GPU runs that hold it) is the device time of a plain copy of the problem's compulsory bytes at its
 # size (`kbstudy.suites.dlrm_bench.roofline.copy_at_size`): `copy_over_floor` says how close to the floor the simplest kernel
 # moving those bytes comes at that size, where a launch's start-up and tail are no longer negligible (`copy_flush`: its
-# flush, as `device_flush`). From session 16 the floors also count the compulsory traffic in whole 32-byte DRAM
+# flush, as `device_flush`). Floors from commit `a4d968a` on also count the compulsory traffic in whole 32-byte DRAM
 # sectors (`sector_over_bytes`: above 1 where gathered rows are not whole sectors, problems 5 and 6;
 # `kbstudy.suites.dlrm_bench.roofline.expected_sectors`) and time a copy of that many bytes; `dram_copy_ms` is the copy of
 # what the DRAM must move (the sector copy where there is one, else `copy_ms`), and `target_below_copy` flags a
@@ -312,8 +313,8 @@ print("\n".join(f"- {n}" for n in gather_notes(bandwidth, machine)))
 # the two records' per-call samples, as the speedup intervals are computed); a configuration that covers several
 # problems gets one summary sentence first. Where both records hold a device time, the same by device time
 # (`variant_over_ours_device`, its interval from the two records' device-time samples). In the H200 parameters the
-# run has none: session 16's variants were measured in their own runs (`h200-dlrm-s16-variants`, ...; render with one
-# of them as `records_dir` to see them, or read their READMEs).
+# run has none: the variants were measured in runs of their own (`outputs/records/dlrm_bench/h200/variants-*`; render
+# with one of them as `records_dir` to see them, or read their READMEs).
 
 # %%
 variant_table = load_variants(project_path(records_dir))
@@ -324,7 +325,7 @@ print("\n".join(f"- {n}" for n in variant_notes(variant_table)))
 
 # %% [markdown]
 # ## Our kernels before and after (an earlier run of the same problems)
-# Given `previous_records_dir` (the H200 parameters: `outputs/records/h200-dlrm-s15`, session 15's run), our kernel's
+# Given `previous_records_dir` (the H200 parameters: `outputs/records/dlrm_bench/h200/previous-kernels`), our kernel's
 # median time in each run. `after_over_before` below 1: faster now.
 # Eager is re-timed in each run; `eager_after_over_before` shows how much the baseline itself moved between the two
 # runs. The kernel files both runs hold (same `candidate_sha256`, ours or a variant) moved too: that band is what a
@@ -363,7 +364,7 @@ else:
 # files both runs hold, matched by `candidate_sha256` whatever their model configuration), and the band it gives. The
 # launch-bound problems (floor under three launches) tend to move most; each run's launch latency is printed. Here
 # `before` is the other run and `after` this one, whatever their order in time (`after_over_before` = this run / the
-# other). In the H200 parameters the other run is `outputs/records/h200-dlrm-s16`, the same session's first full run
+# other). In the H200 parameters the other run is `outputs/records/dlrm_bench/h200/repeat`, the full run just before it
 # on another machine (eleven shared files: all but kernel 5). A difference smaller than this band says nothing about a
 # kernel's per-call time, however narrow one run's interval; the device times of the same files agree within 5 % here,
 # and each run's floors move with its machine's measured copy bandwidth (4199 and 4263 GB/s), so a kernel within 2 %
