@@ -8,16 +8,17 @@ GPU one call is profiled (``kbstudy.harness.kernel_share``). Whatever happens be
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import statistics
 import time
 from typing import Any
 
-from kbstudy.harness import timing_stats
+from kbstudy.harness import containment, timing_stats
 from kbstudy.harness.assemble import device_time_fields, note_integrity
 from kbstudy.harness.candidates import Candidate
 from kbstudy.harness.config import EvalConfig
 from kbstudy.harness.kernel_share import custom_kernel_share
-from kbstudy.harness.pool import Child, ChildDied, ChildPool, ChildTimeout, child_env, label
+from kbstudy.harness.pool import Child, ChildDied, ChildPool, ChildProtocolError, ChildTimeout, child_env, label
 from kbstudy.harness.problems import scale_candidate_source
 from kbstudy.harness.protocol import (AssignRole, CandidateJob, Construct, Failure, InitInputs, Profile, ProfileReply,
                                       Release, Run, TimeCandidate, TimingReply, Verify, VerifyTiming)
@@ -34,7 +35,9 @@ def run_candidate(pool: ChildPool, ref: ReferenceHandle, candidate: Candidate, c
                    seeds: list[int], extra: list[ExtraTrial] | None = None) -> dict:
     """One candidate through a fresh worker. Returns record fields (outcome, verdicts, timing samples).
 
-    ``seeds``: KernelBench's trial seeds; ``extra``: the batch's extra trials (run only where they apply)."""
+    ``seeds``: KernelBench's trial seeds; ``extra``: the batch's extra trials (run only where they apply). The
+    metadata says what containment found (``containment.candidate_notes``: processes left behind, captured output);
+    ``fresh_reference`` (popped by the batch loop) asks for a new reference process after a protocol break."""
     extra = list(extra or [])
     started = time.perf_counter()
     child = pool.get()
@@ -148,6 +151,9 @@ def run_candidate(pool: ChildPool, ref: ReferenceHandle, candidate: Candidate, c
                                     "error_message": f"{stage}: reference process died"})
         return _finish(fields, {"outcome": Outcome.TIMEOUT.value, "error_message": f"{stage}: {exc}"})
     except ChildDied as exc:
+        if isinstance(exc, ChildProtocolError):
+            # what it wrote into its connection, it may have written into the reference's shared-memory manager
+            fields["fresh_reference"] = True
         if not child.process.is_alive() and ref.child.process.is_alive():
             return _finish(fields, {"outcome": Outcome.CRASHED.value, "error_message": f"{stage}: {exc}"})
         return _finish(fields, {"outcome": Outcome.REFERENCE_ERROR.value,
@@ -159,6 +165,8 @@ def run_candidate(pool: ChildPool, ref: ReferenceHandle, candidate: Candidate, c
             child.kill()  # known hung or dead: no grace period
         else:
             child.close(grace_s=5)
+        report = dataclasses.asdict(child.exit_report) if child.exit_report is not None else None
+        fields["metadata"].update(containment.candidate_notes(child.escaped_processes, report))
 
 
 def _time_candidate(child: Child, ref: ReferenceHandle, cfg: EvalConfig, device: str, fields: dict) -> None:

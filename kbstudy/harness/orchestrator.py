@@ -159,7 +159,9 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
                                   "error_message": ref_error or "reference process died"}
                     else:
                         fields = run_candidate(pool, ref, cand, cfg, device, seeds, extra)
-                        if fields["outcome"] == Outcome.REFERENCE_ERROR:
+                        # a candidate that broke the protocol may have written into the reference's channels too
+                        fresh = fields.pop("fresh_reference", False)
+                        if fields["outcome"] == Outcome.REFERENCE_ERROR or fresh:
                             # a fresh reference for the next candidate; if even that fails, the rest are recorded
                             ref.close()
                             try:

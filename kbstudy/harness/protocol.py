@@ -12,6 +12,8 @@ Every child starts idle (:class:`Idle`) and takes one role from the first messag
   ...}``, ``ReferenceSession.describe``) or an :class:`ErrorReply`, then serves :class:`InitInputs`, :class:`Inputs`,
   :class:`Verify`, :class:`VerifyTiming`, :class:`TimeBaselines` and :class:`Close` (replies in ``child/reference.py``).
 
+Whatever ends a role, the child's last message is its :class:`ExitReport` (processes it killed, its captured output).
+
 On the wire every message is a plain dict (``to_wire``; requests carry their ``op``), pickled by ``multiprocessing``;
 tensors never travel in these messages, only in packets (``kbstudy.harness.transfer``).
 """
@@ -105,6 +107,34 @@ class AssignRole:
     def from_wire(cls, wire: dict) -> AssignRole:
         role, job = wire["role"], wire.get("job")
         return cls(role, wire.get("env") or {}, _JOBS[role].from_wire(job) if job is not None else None)
+
+
+@dataclasses.dataclass(frozen=True)
+class ExitReport:
+    """A child's last message, whatever ended its role (``child/bootstrap.py``): the processes left behind that it
+    killed, and what it wrote to stdout and stderr (``kbstudy.harness.capture``). Read by ``Child.close``; where a
+    reply was expected it means the child ended without replying. Its wire form is ``{"exit_report": {...}}``."""
+
+    escaped_processes: int = 0  # descendants alive when the role ended, all killed (containment.kill_descendants)
+    output: dict | None = None  # {"bytes": n, "head": text, "tail": text} (capture.OutputCapture.finish), None if none
+
+    def to_wire(self) -> dict:
+        return {"exit_report": {"escaped_processes": self.escaped_processes, "output": self.output}}
+
+    @staticmethod
+    def of(message: Any) -> ExitReport | None:
+        """The exit report a message is, or ``None`` for any other message. What a candidate may have forged into its
+        process's connection is checked: a count that is not an int counts 0, an output not of the form above is
+        dropped."""
+        if not isinstance(message, dict) or "exit_report" not in message:
+            return None
+        wire = message["exit_report"] if isinstance(message["exit_report"], dict) else {}
+        escaped = wire.get("escaped_processes")
+        output = wire.get("output")
+        well_formed = isinstance(output, dict) and isinstance(output.get("bytes"), int) and \
+            isinstance(output.get("head"), str) and isinstance(output.get("tail"), str)
+        return ExitReport(escaped if isinstance(escaped, int) and not isinstance(escaped, bool) else 0,
+                          {k: output[k] for k in ("bytes", "head", "tail")} if well_formed else None)
 
 
 # ------------------------------------------------------------------------------------------------ candidate requests

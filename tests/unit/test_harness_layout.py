@@ -137,6 +137,16 @@ def test_roles_and_replies_survive_the_wire():
     assert protocol.ProfileReply.from_wire({"kernels": [["k", 1.0]]}).kernels == [["k", 1.0]]
 
 
+def test_the_exit_report_survives_the_wire_and_a_forged_one_is_checked():
+    report = protocol.ExitReport(3, {"bytes": 5, "head": "hello", "tail": ""})
+    assert protocol.ExitReport.of(report.to_wire()) == report
+    assert protocol.ExitReport.of({"stage": "loaded"}) is None and protocol.ExitReport.of([1]) is None
+    # what a candidate could write into its connection: counted as nothing, its output dropped
+    assert protocol.ExitReport.of({"exit_report": [1]}) == protocol.ExitReport()
+    assert protocol.ExitReport.of({"exit_report": {"escaped_processes": "9", "output": {"bytes": 1}}}) == \
+        protocol.ExitReport()
+
+
 def test_outcomes_are_the_record_strings():
     assert OUTCOMES == ("evaluated", "skipped", "compile_error", "runtime_error", "cuda_error", "out_of_memory",
                         "timeout", "crashed", "reference_error")

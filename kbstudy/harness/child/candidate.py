@@ -30,6 +30,7 @@ from kbstudy.harness.kernel_profile import profile_steps
 from kbstudy.harness.protocol import (CandidateJob, Construct, Exit, Failure, Profile, ProfileReply, Release, Run,
                                       Stage, TimeCandidate, TimingReply, candidate_request)
 from kbstudy.harness.tensors import flatten_outputs, set_seed, torch_dtype
+from kbstudy.records.outcomes import Outcome
 
 
 class CandidateWorker:
@@ -88,6 +89,17 @@ class CandidateWorker:
             elif isinstance(request, Profile):
                 self._profile()
 
+    def _inputs_failed(self, exc: BaseException, packed: bool = False) -> None:
+        """Report inputs that could not be opened as the reference's failure (``reference_error``), not the
+        candidate's: e.g. the reference process's shared-memory manager refusing connections after an earlier
+        candidate wrote into its socket. The orchestrator then starts a fresh reference process."""
+        failure = Failure(Outcome.REFERENCE_ERROR.value, "opening the reference's inputs: " + error_text(exc),
+                          "run").to_wire()
+        if packed:
+            self.conn.send_bytes(transfer.pack_error(failure))
+        else:
+            self.conn.send(failure)
+
     def _release_cached_memory(self) -> None:
         """Hand the caching allocator's idle blocks back to the driver once a trial is judged, when they exceed
         ``PRISTINE_HOST_BYTES``: the reference process shares the GPU and builds the next trial's inputs (and their
@@ -138,6 +150,10 @@ class CandidateWorker:
             if not request.reuse_inputs:
                 self.last_inputs = None  # only a storage-reuse trial needs them; a full-size input set is GBs
             inputs = self._receive_inputs()
+        except BaseException as exc:  # noqa: BLE001 - before any candidate call: the reference's side failed
+            self._inputs_failed(exc, packed=True)
+            return False
+        try:
             if request.reuse_inputs and self._same_layout(self.last_inputs, inputs):
                 # same tensor objects and storage as the previous trial, new values (see the module docstring)
                 for old, new in zip(self.last_inputs, inputs):
@@ -230,6 +246,10 @@ class CandidateWorker:
         and on a GPU the host-synchronised cross-check and, if asked, the device time."""
         try:
             shared = transfer.unshare(self.conn.recv_bytes())  # read-only: copied into private buffers per call
+        except BaseException as exc:  # noqa: BLE001 - before any candidate call: the reference's side failed
+            self._inputs_failed(exc)
+            return False
+        try:
             model = self.model
             result = timing.time_pool(lambda *args: model(*args), shared["pool"], seeds=shared["seeds"],
                                       device=self.device, keep_outputs=True,
