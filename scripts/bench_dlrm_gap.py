@@ -98,8 +98,8 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("bench_dlrm_gap.py needs a CUDA GPU (it times with CUDA events and a spin kernel)")
     from kbstudy.harness.candidates import load_candidates
-    from kbstudy.suites.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
     from kbstudy.harness.timing import DEVICE_FLUSH_MODE, l2_flusher
+    from kbstudy.suites.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
 
     device = "cuda"
     cands = ({c.problem_id: c for c in load_candidates(args.candidates, model_config=Path(args.candidates).name)}

@@ -87,10 +87,10 @@ def main() -> None:
         sys.exit("bench_l2_fetch_granularity.py needs a CUDA GPU (it sets a CUDA device limit and times with events)")
     from bench_l2_flush import interleaved_device_times, problem_bytes, quartile_row
 
+    from kbstudy.harness.timing import l2_flusher, spin_cycles_per_us
     from kbstudy.suites.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
     from kbstudy.suites.dlrm_bench.measurement_run import floor_inputs
     from kbstudy.suites.dlrm_bench.roofline import compulsory_work
-    from kbstudy.harness.timing import l2_flusher, spin_cycles_per_us
 
     device = "cuda"
     torch.set_grad_enabled(False)

@@ -95,8 +95,8 @@ def main() -> None:
 
     if not torch.cuda.is_available():
         sys.exit("bench_l2_flush.py needs a CUDA GPU (it times with CUDA events and a spin kernel)")
-    from kbstudy.suites.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
     from kbstudy.harness.timing import l2_flusher, spin_cycles_per_us
+    from kbstudy.suites.dlrm_bench import instantiate, load_dlrm_candidates, load_dlrm_problems
 
     device = "cuda"
     torch.set_grad_enabled(False)

@@ -385,8 +385,8 @@ def measure(table: torch.Tensor, r: int, patterns: dict, *, out: torch.Tensor, s
     the first call ranks the configs, its xor is checked against :func:`reference_xor`, then ``timer(fn, reps)``
     (default ``kbstudy.harness.timing.time_device``: a ``DeviceTiming``, ms) times it. Returns one :data:`COLUMNS` tuple per
     pattern and prints a line each through ``log``."""
-    from kbstudy.suites.dlrm_bench.roofline import SECTOR_BYTES, expected_sectors, expected_unique
     from kbstudy.harness.timing_stats import summarize
+    from kbstudy.suites.dlrm_bench.roofline import SECTOR_BYTES, expected_sectors, expected_unique
 
     if timer is None:
         from kbstudy.harness.timing import time_device

@@ -9,7 +9,6 @@ marks its tests with the tier's marker."""
 from __future__ import annotations
 
 import pytest
-
 from support.committed import committed_records as _committed_records
 
 pytest_plugins = ["support.kernelbench_fixtures"]

@@ -51,7 +51,13 @@ from pathlib import Path
 import pandas as pd
 
 from kbstudy.records.frames import load_frames
-from kbstudy.suites.dlrm_bench import MODEL_CONFIG, PAPER_MEDIAN_SPEEDUP, PAPER_WIN_RATE, PROBLEMS_DIR, problem_precision
+from kbstudy.suites.dlrm_bench import (
+    MODEL_CONFIG,
+    PAPER_MEDIAN_SPEEDUP,
+    PAPER_WIN_RATE,
+    PROBLEMS_DIR,
+    problem_precision,
+)
 from kbstudy.suites.dlrm_bench.roofline import LAUNCH_BOUND_FACTOR, launch_bound, launch_latency_ms
 
 #: The memory-bound target of DLRM-Bench: our kernel within this factor of the floor.

@@ -10,8 +10,17 @@ from pathlib import Path
 
 import pandas as pd
 
-from kbstudy.analysis.dlrm import (FLOOR_TARGET, _finite, _floor_and_bound, _floor_row, _problem_label, _ratio,
-                                   latest_records, load_floors, run_layout)
+from kbstudy.analysis.dlrm import (
+    FLOOR_TARGET,
+    _finite,
+    _floor_and_bound,
+    _floor_row,
+    _problem_label,
+    _ratio,
+    latest_records,
+    load_floors,
+    run_layout,
+)
 from kbstudy.suites.dlrm_bench import MODEL_CONFIG
 from kbstudy.suites.dlrm_bench.roofline import launch_latency_ms
 

@@ -17,9 +17,17 @@ from pathlib import Path
 import pandas as pd
 
 from kbstudy.harness.kernel_classes import CATEGORIES, CATEGORY_LABELS, classify_kernel_source, classify_op_source
-from kbstudy.profiling.addressable import (DEFAULT_RULE, PAPER, PAPER_CITATION, addressable_fraction, category_shares,
-                                           paper_comparison, rule_categories, summarize)
 from kbstudy.profiling import workloads as W
+from kbstudy.profiling.addressable import (
+    DEFAULT_RULE,
+    PAPER,
+    PAPER_CITATION,
+    addressable_fraction,
+    category_shares,
+    paper_comparison,
+    rule_categories,
+    summarize,
+)
 from kbstudy.profiling.profile_run import plan
 from kbstudy.records.store import iter_jsonl
 

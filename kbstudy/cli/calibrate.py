@@ -10,11 +10,10 @@ import typer
 
 from kbstudy.analysis.audit import folder_findings
 from kbstudy.analysis.calibration import print_calibration
-from kbstudy.pipeline.calibrate import (SHARED_LANE_NUMEL, SOLO_LANE, assign_lanes, run_calibration,
-                                        select_by_footprint)
 from kbstudy.cli.arguments import check_run_options, fail
 from kbstudy.harness.candidates import CALIBRATION_NULLS, NULL_CANDIDATES
 from kbstudy.harness.problems import ProblemLoadError, load_problems
+from kbstudy.pipeline.calibrate import SHARED_LANE_NUMEL, SOLO_LANE, assign_lanes, run_calibration, select_by_footprint
 from kbstudy.records.store import RecordStore
 from kbstudy.suites.dlrm_bench import DLRM_LEVEL, load_dlrm_problems
 

@@ -11,8 +11,16 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from kbstudy.pipeline.data import (BASE_URL_ENV, FETCH_COMMAND, KERNELBENCH_DIR_ENV, SOURCES, DataError, check_folder,
-                                   fetch, locate_kernelbench_dir)
+from kbstudy.pipeline.data import (
+    BASE_URL_ENV,
+    FETCH_COMMAND,
+    KERNELBENCH_DIR_ENV,
+    SOURCES,
+    DataError,
+    check_folder,
+    fetch,
+    locate_kernelbench_dir,
+)
 
 app = typer.Typer(help="The study's public input data: KernelBench problems, the leaderboard's kernels, "
                        "KernelBench's baseline timings.", no_args_is_help=True, add_completion=False)

@@ -9,9 +9,9 @@ from typing import List, Optional
 import typer
 
 from kbstudy.analysis.headline import throughput
-from kbstudy.records.frames import load_frames
 from kbstudy.cli.arguments import fail
 from kbstudy.pipeline.release import write_release
+from kbstudy.records.frames import load_frames
 
 
 def release_command(

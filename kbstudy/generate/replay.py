@@ -13,9 +13,9 @@ import dataclasses
 from pathlib import Path
 from typing import Sequence
 
-from kbstudy.harness.candidates import Candidate, write_candidates_jsonl
 from kbstudy.generate.prompts import PromptTemplateError, extract_code, load_template, render_prompt
 from kbstudy.generate.store import GENERATIONS_FILE, GenerationRecord, GenerationStore, candidate_from_record
+from kbstudy.harness.candidates import Candidate, write_candidates_jsonl
 from kbstudy.harness.problems import Problem
 
 

@@ -21,8 +21,15 @@ import kbstudy
 from kbstudy.generate.client import ChatClient, Completion, RequestFailedError
 from kbstudy.generate.config import ModelConfig, resolve_api_key
 from kbstudy.generate.prompts import Prompt, extract_code, load_template, render_prompt
-from kbstudy.generate.store import (FINAL_STATUSES, GenerationRecord, GenerationStore, base_record, code_sha256,
-                                    generation_id, summarize)
+from kbstudy.generate.store import (
+    FINAL_STATUSES,
+    GenerationRecord,
+    GenerationStore,
+    base_record,
+    code_sha256,
+    generation_id,
+    summarize,
+)
 from kbstudy.harness.problems import Problem
 from kbstudy.records.provenance import git_commit
 

@@ -28,8 +28,8 @@ import json
 from pathlib import Path
 from typing import Any, Iterable
 
-from kbstudy.harness.candidates import Candidate, make_candidate, write_candidates_jsonl
 from kbstudy.generate.config import ModelConfig
+from kbstudy.harness.candidates import Candidate, make_candidate, write_candidates_jsonl
 from kbstudy.harness.problems import Problem, sha256_text
 from kbstudy.records.store import append_jsonl, iter_jsonl
 

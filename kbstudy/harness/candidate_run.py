@@ -20,13 +20,31 @@ from kbstudy.harness.config import EvalConfig
 from kbstudy.harness.kernel_share import custom_kernel_share
 from kbstudy.harness.pool import Child, ChildDied, ChildPool, ChildProtocolError, ChildTimeout, child_env, label
 from kbstudy.harness.problems import scale_candidate_source
-from kbstudy.harness.protocol import (AssignRole, CandidateJob, Construct, Failure, InitInputs, Profile, ProfileReply,
-                                      Release, Run, TimeCandidate, TimingReply, Verify, VerifyTiming)
+from kbstudy.harness.protocol import (
+    AssignRole,
+    CandidateJob,
+    Construct,
+    Failure,
+    InitInputs,
+    Profile,
+    ProfileReply,
+    Release,
+    Run,
+    TimeCandidate,
+    TimingReply,
+    Verify,
+    VerifyTiming,
+)
 from kbstudy.harness.reference_run import ReferenceFailure, ReferenceHandle, reference_inputs
 from kbstudy.harness.transfer import unpack
 from kbstudy.records.outcomes import Outcome
-from kbstudy.verdict.checks import (FLOAT_SENTINEL, TIMING_OUTPUT_MISMATCH, KbstudyTrial, KernelBenchTrial,
-                                    sentinel_label)
+from kbstudy.verdict.checks import (
+    FLOAT_SENTINEL,
+    TIMING_OUTPUT_MISMATCH,
+    KbstudyTrial,
+    KernelBenchTrial,
+    sentinel_label,
+)
 from kbstudy.verdict.combine import combine, combine_extra
 from kbstudy.verdict.trials import ExtraTrial
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pickle
 from multiprocessing.reduction import ForkingPickler
-
 from typing import Any
 
 

@@ -36,9 +36,9 @@ from typing import Iterable
 import pyarrow.parquet as pq
 
 from kbstudy.analysis.headline import dtype_status
-from kbstudy.records.frames import load_frames
 from kbstudy.harness.problems import paper_category
 from kbstudy.pipeline.paths import find_project_root, relative_to_root
+from kbstudy.records.frames import load_frames
 from kbstudy.records.schema import JSON_COLUMNS, record_identity
 from kbstudy.records.store import iter_jsonl
 

@@ -29,8 +29,15 @@ from typing import Callable
 
 import numpy as np
 
-from kbstudy.harness.kernel_profile import (TABLE_COLUMNS, NoDeviceEventsError, ProfileResult, _sync,
-                                            kernel_table_from_events, op_table_from_events, profile_steps)
+from kbstudy.harness.kernel_profile import (
+    TABLE_COLUMNS,
+    NoDeviceEventsError,
+    ProfileResult,
+    _sync,
+    kernel_table_from_events,
+    op_table_from_events,
+    profile_steps,
+)
 
 
 def time_steps(step: Callable[[], None], device: str, warmup: int = 3, trials: int = 10) -> dict[str, float | int]:

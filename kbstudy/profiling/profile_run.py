@@ -36,8 +36,13 @@ from pathlib import Path
 
 import torch
 
-from kbstudy.harness.kernel_classes import (CATEGORIES, SOURCES, classify_kernel_source, classify_op_source,
-                                            matching_rule)
+from kbstudy.harness.kernel_classes import (
+    CATEGORIES,
+    SOURCES,
+    classify_kernel_source,
+    classify_op_source,
+    matching_rule,
+)
 from kbstudy.profiling import workloads as W
 from kbstudy.profiling.addressable import DEFAULT_RULE, addressable_fraction, rule_categories
 from kbstudy.profiling.capture import profile_steps, time_steps

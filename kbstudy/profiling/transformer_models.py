@@ -13,7 +13,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
 # ------------------------------------------------------------------------------------------------------ attention
 
 

@@ -13,7 +13,6 @@ import torch.nn.functional as F
 
 from kbstudy.profiling.transformer_models import sdpa
 
-
 # ------------------------------------------------------------------------------------------------------ ResNet-50
 
 

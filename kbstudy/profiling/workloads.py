@@ -55,10 +55,21 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from kbstudy.profiling.recommender_models import (DLRM_SIZES, MLPERF_DLRM_V2_MULTI_HOT, MLPERF_DLRM_V2_TABLE_ROWS,
-                                                  DLRMConfig, DLRMDCNv2)
-from kbstudy.profiling.transformer_models import (BERT_SIZES, GPT2_SIZES, LLAMA_SIZES, BertModel, GPT2LMHead,
-                                                  LlamaForCausalLM)
+from kbstudy.profiling.recommender_models import (
+    DLRM_SIZES,
+    MLPERF_DLRM_V2_MULTI_HOT,
+    MLPERF_DLRM_V2_TABLE_ROWS,
+    DLRMConfig,
+    DLRMDCNv2,
+)
+from kbstudy.profiling.transformer_models import (
+    BERT_SIZES,
+    GPT2_SIZES,
+    LLAMA_SIZES,
+    BertModel,
+    GPT2LMHead,
+    LlamaForCausalLM,
+)
 from kbstudy.profiling.vision_models import VIT_SIZES, ResNet, VisionTransformer
 
 DOMAINS = ("transformer", "cnn", "recommender")

@@ -9,8 +9,15 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from kbstudy.verdict.checks import (COVERAGE_THRESHOLD, INTEGRITY_FAILURES, KERNELBENCH_TOLERANCE, REL_L2_THRESHOLD,
-                                    KbstudyTrial, KernelBenchTrial, variant_failure)
+from kbstudy.verdict.checks import (
+    COVERAGE_THRESHOLD,
+    INTEGRITY_FAILURES,
+    KERNELBENCH_TOLERANCE,
+    REL_L2_THRESHOLD,
+    KbstudyTrial,
+    KernelBenchTrial,
+    variant_failure,
+)
 from kbstudy.verdict.trials import summarize_extra
 
 

@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-
-from kbstudy.verdict import checks as verify
-
-from kbstudy.harness.child import integrity
-from kbstudy.harness.assemble import note_integrity
-from kbstudy.harness.orchestrator import evaluate_batch
-from kbstudy.records.store import RecordStore
-
 from support.adversarial import load_candidates
 from support.helpers import cpu_config, records_by_config
+
+from kbstudy.harness.assemble import note_integrity
+from kbstudy.harness.child import integrity
+from kbstudy.harness.orchestrator import evaluate_batch
+from kbstudy.records.store import RecordStore
+from kbstudy.verdict import checks as verify
 
 
 @pytest.fixture(scope="module")

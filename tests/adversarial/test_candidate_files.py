@@ -13,12 +13,11 @@ from __future__ import annotations
 import ast
 
 import pytest
+from support.adversarial import candidate_files
+from support.helpers import cpu_config, records_by_config
 
 from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.records.store import RecordStore
-
-from support.adversarial import candidate_files
-from support.helpers import cpu_config, records_by_config
 
 FILES = candidate_files()
 #: The verdicts do not depend on the size (as in test_verdicts.py): 1/100 keeps the batch short.

@@ -14,24 +14,19 @@ import math
 
 import pytest
 import torch
-
-from kbstudy.harness import tensors, timing_stats
-
-from kbstudy.harness import timing
-
-from kbstudy.verdict import trials as variants
-
-from kbstudy.verdict import checks as verify
-from kbstudy.verdict.combine import combine_extra
-from kbstudy.harness.config import EvalConfig
-from kbstudy.harness.orchestrator import evaluate_batch
-from kbstudy.harness.kernel_share import custom_kernel_share, kernel_origin
-from kbstudy.harness.problems import scale_source
-from kbstudy.records.store import RecordStore
-from kbstudy.harness.child.reference import ReferenceSession
-
 from support.adversarial import load_candidates
 from support.helpers import REPO, cpu_config, records_by_config
+
+from kbstudy.harness import tensors, timing, timing_stats
+from kbstudy.harness.child.reference import ReferenceSession
+from kbstudy.harness.config import EvalConfig
+from kbstudy.harness.kernel_share import custom_kernel_share, kernel_origin
+from kbstudy.harness.orchestrator import evaluate_batch
+from kbstudy.harness.problems import scale_source
+from kbstudy.records.store import RecordStore
+from kbstudy.verdict import checks as verify
+from kbstudy.verdict import trials as variants
+from kbstudy.verdict.combine import combine_extra
 
 #: KernelBench's 5 trials + 2 fresh seeds + signed + large: the calls a candidate gets before it is timed on ReLU.
 CORRECTNESS_CALLS = 9

@@ -5,7 +5,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from support.tiers import mark_tier
 
 HERE = Path(__file__).parent

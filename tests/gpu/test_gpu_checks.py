@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from support.helpers import records_by_config
 
 from kbstudy.harness.candidates import make_candidate
 from kbstudy.harness.config import EvalConfig
 from kbstudy.harness.orchestrator import evaluate_batch
-from kbstudy.records.store import RecordStore
 from kbstudy.harness.timing import DEVICE_TIME_CHECKED_CALLS
-
-from support.helpers import records_by_config
+from kbstudy.records.store import RecordStore
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -13,20 +13,18 @@ import math
 
 import pytest
 import torch
+from support.helpers import REPO, cpu_config, torch_candidate
 
 from kbstudy.analysis import audit
-
-from kbstudy.verdict import checks as verify
 from kbstudy.analysis.calibration import calibration_findings
 from kbstudy.harness.candidates import null_candidates
+from kbstudy.harness.child.reference import ReferenceSession
 from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.problems import scale_source
 from kbstudy.records.frames import load_frames
 from kbstudy.records.schema import EvaluationRecord, ReferenceRecord
 from kbstudy.records.store import RecordStore
-from kbstudy.harness.child.reference import ReferenceSession
-
-from support.helpers import REPO, cpu_config, torch_candidate
+from kbstudy.verdict import checks as verify
 
 SCALE = 1 / 64
 KL, MATVEC, RELU = "98_KLDivLoss.py", "4_Matrix_vector_multiplication_.py", "19_ReLU.py"

@@ -15,6 +15,9 @@ import sys
 
 import pandas as pd
 import pytest
+from support.committed import committed_records
+from support.fixture_records import CALIBRATION_SLICE_V1, write_calibration_slice
+from support.helpers import REPO
 from typer.testing import CliRunner
 
 from kbstudy.analysis import audit, audit_figures
@@ -22,11 +25,6 @@ from kbstudy.analysis.figures import markdown_section
 from kbstudy.pipeline.calibrate import SOLO_LANE, assign_lanes, problem_footprint, select_by_footprint
 from kbstudy.records.frames import load_frames, run_folders, setting_label
 from kbstudy.verdict import checks as verify
-
-from support.committed import committed_records
-from support.fixture_records import CALIBRATION_SLICE_V1, write_calibration_slice
-
-from support.helpers import REPO
 
 RECORDS = REPO / "outputs" / "records"
 SMOKE = RECORDS / "kernelbench" / "h200" / "smoke"

@@ -15,10 +15,10 @@ import time
 
 import pytest
 
-from kbstudy.harness.candidates import make_candidate
 from kbstudy.harness.builds import BuildQueue
-from kbstudy.harness.config import EvalConfig
+from kbstudy.harness.candidates import make_candidate
 from kbstudy.harness.child.build import BUILD_NICENESS
+from kbstudy.harness.config import EvalConfig
 
 MODEL_NEW = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
 

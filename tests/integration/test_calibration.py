@@ -7,20 +7,18 @@ import math
 
 import pytest
 import torch
+from support.committed import RECORDS, committed_records
+from support.helpers import cpu_config
 from typer.testing import CliRunner
 
-from kbstudy.verdict import checks as verify
-from kbstudy.verdict.combine import combine
 from kbstudy.analysis.calibration import MUST_FAIL, PROBES, calibration_findings
-from kbstudy.harness.candidates import CALIBRATION_NULLS, null_candidates
 from kbstudy.cli.app import app
+from kbstudy.harness.candidates import CALIBRATION_NULLS, null_candidates
 from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.problems import make_problem
 from kbstudy.records.store import RecordStore
-
-from support.committed import RECORDS, committed_records
-
-from support.helpers import cpu_config
+from kbstudy.verdict import checks as verify
+from kbstudy.verdict.combine import combine
 
 H200_CALIBRATION = RECORDS / "kernelbench" / "h200" / "calibration"
 

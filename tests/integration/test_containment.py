@@ -68,7 +68,7 @@ def test_descendants_in_a_new_session_are_found_and_killed(tmp_path):
     """A process tree of depth 2 whose middle process exits (its child, in a new session, is re-parented to the
     subreaper) is still found and killed; the count says how many."""
     script = tmp_path / "tree.py"
-    script.write_text(textwrap.dedent(f"""
+    script.write_text(textwrap.dedent("""
         import os, subprocess, sys, time
         from kbstudy.harness import containment
         containment.become_subreaper()

@@ -10,12 +10,17 @@ import json
 import pytest
 
 from kbstudy.harness.candidates import make_candidate
-from kbstudy.suites.dlrm_bench import (DLRM_LEVEL, MODEL_CONFIG, load_dlrm_candidates, load_dlrm_problems,
-                                problem_precision)
-from kbstudy.suites.dlrm_bench.measurement_run import CPU_TIMING, PRECISIONS
 from kbstudy.harness.config import EvalConfig
 from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.records.store import RecordStore
+from kbstudy.suites.dlrm_bench import (
+    DLRM_LEVEL,
+    MODEL_CONFIG,
+    load_dlrm_candidates,
+    load_dlrm_problems,
+    problem_precision,
+)
+from kbstudy.suites.dlrm_bench.measurement_run import CPU_TIMING, PRECISIONS
 
 SCALE = 1 / 512
 IDS = (1, 5, 11)
@@ -135,10 +140,9 @@ def test_measurement_run_candidates_measured_beside_ours(tmp_path, capsys):
     same run as ours, for the problems asked for. An edited copy of our problem-8 kernel is measured on its own; an
     identical copy is measured once with ours and recorded under its own configuration (``measurement_of``). Notebook
     4's table keeps ours; ``dlrm_variants.variants`` lists the other two beside it."""
-    from kbstudy.suites.dlrm_bench import KERNELS_DIR
-    from kbstudy.suites.dlrm_bench import measurement_run
     from kbstudy.analysis import dlrm as report
     from kbstudy.analysis import dlrm_variants
+    from kbstudy.suites.dlrm_bench import KERNELS_DIR, measurement_run
 
     name = "level_5_problem_8_sample_0_kernel.py"
     source = (KERNELS_DIR / name).read_text()

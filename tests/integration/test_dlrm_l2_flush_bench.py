@@ -14,10 +14,9 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "scripts"))
 
 from bench_l2_flush import STATES, problem_bytes, quartile_row  # noqa: E402
+from support.committed import RECORDS, committed_records  # noqa: E402
 
 from kbstudy.suites.dlrm_bench import load_dlrm_problems  # noqa: E402
-
-from support.committed import RECORDS, committed_records  # noqa: E402
 
 H200_FLOORS = RECORDS / "dlrm_bench" / "h200" / "final" / "floors.jsonl"
 

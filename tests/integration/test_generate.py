@@ -12,13 +12,13 @@ import time
 import pytest
 from support.chat_server import API_KEY, API_KEY_ENV, REPO, SERVED_MODEL, Reply, error_reply, recorded
 
-from kbstudy.harness.candidates import load_candidates
 from kbstudy.generate.client import EndpointAuthError, ModelNotFoundError
 from kbstudy.generate.config import ModelConfigError, load_model_config
 from kbstudy.generate.prompts import extract_code, load_template, render_prompt
 from kbstudy.generate.replay import replay_generations
 from kbstudy.generate.run import generate_candidates
 from kbstudy.generate.store import GenerationStore, GenerationStoreError
+from kbstudy.harness.candidates import load_candidates
 
 OK = recorded("vllm_ok_triton")
 OK_CONTENT = OK["choices"][0]["message"]["content"]

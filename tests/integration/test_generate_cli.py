@@ -5,8 +5,8 @@ from __future__ import annotations
 from support.chat_server import API_KEY_ENV
 from typer.testing import CliRunner
 
-from kbstudy.harness.candidates import load_candidates
 from kbstudy.cli.generate import app
+from kbstudy.harness.candidates import load_candidates
 
 runner = CliRunner()
 

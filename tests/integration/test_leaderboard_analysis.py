@@ -13,17 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from support.committed import RECORDS, committed_records
 
-from kbstudy.analysis import headline
-
-from kbstudy.analysis import published
-
-from kbstudy.analysis import scoring
+from kbstudy.analysis import headline, published, scoring
 from kbstudy.pipeline.data import resolve_kernelbench_dir
 from kbstudy.records.frames import load_frames
 from kbstudy.records.store import RecordStore
-
-from support.committed import RECORDS, committed_records
 
 REPO = Path(__file__).resolve().parents[2]
 KB = resolve_kernelbench_dir(required=False)

@@ -12,14 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
+from support.helpers import cpu_config, records_by_config, torch_candidate
 
 from kbstudy.harness.candidates import load_candidates, make_candidate, null_candidates
 from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.problems import make_problem
 from kbstudy.records.schema import OUTCOMES
 from kbstudy.records.store import RecordStore
-
-from support.helpers import cpu_config, records_by_config, torch_candidate
 
 SCALE = 0.0625
 RELU = (1, 19)

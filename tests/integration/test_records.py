@@ -8,13 +8,19 @@ import json
 import re
 
 import pytest
+from support.helpers import REPO, cpu_config, torch_candidate
 
 from kbstudy.harness.candidates import null_candidates
 from kbstudy.harness.orchestrator import evaluate_batch
-from kbstudy.records.schema import OUTCOMES, SCHEMA_VERSION, EvaluationRecord, ReferenceRecord, evaluation_key, reference_key
+from kbstudy.records.schema import (
+    OUTCOMES,
+    SCHEMA_VERSION,
+    EvaluationRecord,
+    ReferenceRecord,
+    evaluation_key,
+    reference_key,
+)
 from kbstudy.records.store import RecordStore, append_jsonl, iter_jsonl
-
-from support.helpers import REPO, cpu_config, torch_candidate
 
 
 def _strict_loads(line: str):
@@ -277,9 +283,9 @@ def test_identical_code_gets_a_record_per_candidate(problem_by_name, tmp_path):
 def test_skip_float32_only_records_the_reason_without_running(problem_by_name, tmp_path):
     """At bf16 with ``skip_float32_only``, a leaderboard CUDA kernel hard-coded to float is recorded as skipped for
     that reason (the scan's evidence in its message), and the flag is part of the settings key."""
-    from kbstudy.harness.candidates import load_candidates
-
     from support.helpers import LEADERBOARD_FILE, kernelbench_path
+
+    from kbstudy.harness.candidates import load_candidates
 
     problem = problem_by_name["19_ReLU.py"]
     cands = [c for c in load_candidates(kernelbench_path() / LEADERBOARD_FILE, levels=[1])

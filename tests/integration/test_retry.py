@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.helpers import cpu_config, torch_candidate
 
 from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.pool import ChildPool, WorkerStartError, start_forkserver
 from kbstudy.records.store import RecordStore
-
-from support.helpers import cpu_config, torch_candidate
 
 
 def _flaky_relu(marker) -> object:

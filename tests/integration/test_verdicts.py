@@ -6,17 +6,15 @@ import math
 
 import pytest
 import torch
+from support.adversarial import load_candidates
+from support.helpers import cpu_config, records_by_config, torch_candidate
 
 from kbstudy.harness import tensors
-
-from kbstudy.verdict import checks as verify
-from kbstudy.verdict.combine import combine
 from kbstudy.harness.candidates import null_candidates
 from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.records.store import RecordStore
-
-from support.adversarial import load_candidates
-from support.helpers import cpu_config, records_by_config, torch_candidate
+from kbstudy.verdict import checks as verify
+from kbstudy.verdict.combine import combine
 
 # ------------------------------------------------------------------------------------------------ end to end
 

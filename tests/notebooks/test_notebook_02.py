@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from support.committed import committed_records
+from support.fixture_records import write_calibration_slice
 
 from kbstudy.analysis import audit
 from kbstudy.records.frames import load_frames, run_folders
-
-from support.committed import committed_records
-from support.fixture_records import write_calibration_slice
 
 pytest.importorskip("papermill")
 pytest.importorskip("jupytext")

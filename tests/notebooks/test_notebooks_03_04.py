@@ -24,14 +24,16 @@ import pytest
 pytest.importorskip("papermill")
 pytest.importorskip("jupytext")
 
+from support.committed import RECORDS, committed_records  # noqa: E402
+
 from kbstudy.analysis import dlrm as dlrm_report  # noqa: E402
-from kbstudy.analysis import dlrm_device  # noqa: E402
-from kbstudy.analysis import dlrm_variants  # noqa: E402
+from kbstudy.analysis import (
+    dlrm_device,  # noqa: E402
+    dlrm_variants,  # noqa: E402
+)
 from kbstudy.analysis import profiles as prof_report  # noqa: E402
 from kbstudy.profiling.addressable import paper_comparison  # noqa: E402
 from kbstudy.records.store import RecordStore  # noqa: E402
-
-from support.committed import RECORDS, committed_records  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 SANITIZE = REPO / "tests" / "nbval_sanitize.cfg"
@@ -306,9 +308,9 @@ def test_committed_h200_dlrm_rendering_equals_report_on_its_records():
     records say which record is which file, that the two new kernels (5 and 12) took less device time than the files
     they replace where both were measured in the same run, and that the device time of one file reproduces between
     runs."""
-    from kbstudy.suites.dlrm_bench import load_dlrm_candidates
     from kbstudy.pipeline.paths import project_path
     from kbstudy.pipeline.study_config import load_mapping
+    from kbstudy.suites.dlrm_bench import load_dlrm_candidates
 
     params = load_mapping(REPO / "params" / "04_dlrm_bench.h200.yaml")
     assert params["records_dir"] == "outputs/records/dlrm_bench/h200/final"

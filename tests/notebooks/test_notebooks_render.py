@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from support.fixture_records import config_a, record, write_store
+
 from kbstudy.analysis import scoring
 from kbstudy.records.frames import load_evaluations
 

@@ -10,7 +10,6 @@ from pathlib import Path
 
 from kbstudy.records.schema import EvaluationRecord, ReferenceRecord, evaluation_key, reference_key
 from kbstudy.records.store import RecordStore
-
 from support.committed import RECORDS, committed_records
 
 NAMES = {1: "1_Square_matrix_multiplication_.py", 2: "2_Standard_matrix_multiplication_.py", 3: "19_ReLU.py",

@@ -6,9 +6,16 @@ import pytest
 import torch
 
 from kbstudy.harness.candidates import load_candidates
-from kbstudy.suites.dlrm_bench import (DLRM_LEVEL, KERNELS_DIR, MODEL_CONFIG, PROBLEMS_DIR, exec_source,
-                                load_dlrm_candidates, load_dlrm_problems)
 from kbstudy.harness.problems import load_problems, scale_source
+from kbstudy.suites.dlrm_bench import (
+    DLRM_LEVEL,
+    KERNELS_DIR,
+    MODEL_CONFIG,
+    PROBLEMS_DIR,
+    exec_source,
+    load_dlrm_candidates,
+    load_dlrm_problems,
+)
 
 PROBLEMS = load_dlrm_problems()
 

@@ -10,12 +10,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from support.committed import RECORDS, committed_records
 
 from kbstudy.analysis import dlrm as report
-from kbstudy.analysis import dlrm_device
-from kbstudy.analysis import dlrm_variants
-
-from support.committed import RECORDS, committed_records
+from kbstudy.analysis import dlrm_device, dlrm_variants
 
 CPU_RECORDS = RECORDS / "dlrm_bench" / "cpu" / "study"
 

@@ -6,8 +6,16 @@ import pytest
 import torch
 
 from kbstudy.suites.dlrm_bench import exec_source, load_dlrm_problems
-from kbstudy.suites.dlrm_bench.roofline import (Machine, Work, compulsory_work, expected_sectors, expected_unique, floor_ms,
-                                         measure_machine, problem_floor)
+from kbstudy.suites.dlrm_bench.roofline import (
+    Machine,
+    Work,
+    compulsory_work,
+    expected_sectors,
+    expected_unique,
+    floor_ms,
+    measure_machine,
+    problem_floor,
+)
 from kbstudy.suites.dlrm_bench.roofline import numeric_constants as _numeric_constants
 
 MACHINE = Machine(device="cuda", name="test", bandwidth_bytes_per_s=4.0e12,

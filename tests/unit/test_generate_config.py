@@ -7,8 +7,13 @@ import json
 import pytest
 from support.chat_server import REPO
 
-from kbstudy.generate.config import (NO_KEY_PLACEHOLDER, ModelConfigError, load_model_config,
-                                     model_config_from_dict, resolve_api_key)
+from kbstudy.generate.config import (
+    NO_KEY_PLACEHOLDER,
+    ModelConfigError,
+    load_model_config,
+    model_config_from_dict,
+    resolve_api_key,
+)
 
 BASE = {"model": "m", "base_url": "http://localhost:8000/v1", "api_key_env": "K", "temperature": 0.5,
         "max_tokens": 100, "samples_per_problem": 1, "prompt_template": "kernelbench_v1", "backend": "triton",

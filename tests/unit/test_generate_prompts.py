@@ -8,9 +8,15 @@ import shutil
 import pytest
 import torch
 
+from kbstudy.generate.prompts import (
+    TEMPLATES_DIR,
+    PromptTemplateError,
+    available_templates,
+    extract_code,
+    load_template,
+    render_prompt,
+)
 from kbstudy.harness.candidates import detect_backend
-from kbstudy.generate.prompts import (TEMPLATES_DIR, PromptTemplateError, available_templates, extract_code,
-                                      load_template, render_prompt)
 
 
 def test_template_hash_is_stable_and_per_backend():

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from support.fixture_records import record, write_store
 from typer.testing import CliRunner
 
-from support.fixture_records import record, write_store
-from kbstudy.analysis import headline
 from kbstudy.analysis import figures as plots
-from kbstudy.analysis import published
-from kbstudy.analysis import scoring
+from kbstudy.analysis import headline, published, scoring
 from kbstudy.records.frames import load_evaluations
 
 CONV = "54_conv_standard_3D__square_input__square_kernel.py"

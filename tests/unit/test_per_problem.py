@@ -8,7 +8,7 @@ import dataclasses
 import pandas as pd
 from support.fixture_records import all_records, record, write_store
 
-from kbstudy.analysis.per_problem import CPU_TIMING_NOTE, COLUMNS, failing_check, per_problem, speedup_text
+from kbstudy.analysis.per_problem import COLUMNS, CPU_TIMING_NOTE, failing_check, per_problem, speedup_text
 
 
 def test_one_row_per_record_sorted_by_problem(tmp_path):

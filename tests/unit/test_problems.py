@@ -11,8 +11,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from kbstudy.harness.problems import (ProblemLoadError, load_problems, make_problem, operator_category, scale_candidate_source,
-                              scale_source)
+from kbstudy.harness.problems import (
+    ProblemLoadError,
+    load_problems,
+    make_problem,
+    operator_category,
+    scale_candidate_source,
+    scale_source,
+)
 
 
 def _rows(path: Path) -> list[dict]:

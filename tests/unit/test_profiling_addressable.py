@@ -5,8 +5,16 @@ import math
 import pandas as pd
 import pytest
 
-from kbstudy.profiling.addressable import (ADDRESSABLE_RULES, addressable_fraction, amdahl_bound, category_shares,
-                                           paper_comparison, projected_speedup, rule_categories, summarize)
+from kbstudy.profiling.addressable import (
+    ADDRESSABLE_RULES,
+    addressable_fraction,
+    amdahl_bound,
+    category_shares,
+    paper_comparison,
+    projected_speedup,
+    rule_categories,
+    summarize,
+)
 
 
 def test_amdahl_bound_values():

@@ -7,7 +7,7 @@ import torch
 from torch.autograd import DeviceType
 
 from kbstudy.profiling import workloads as W
-from kbstudy.profiling.capture import (NoDeviceEventsError, kernel_table_from_events, profile_steps, time_steps)
+from kbstudy.profiling.capture import NoDeviceEventsError, kernel_table_from_events, profile_steps, time_steps
 
 
 @pytest.fixture(scope="module")

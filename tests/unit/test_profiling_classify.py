@@ -11,12 +11,17 @@ import csv
 import json
 
 import pytest
-
-from kbstudy.harness.kernel_classes import (CATEGORIES, KERNEL_RULES, classify_kernel, classify_kernel_source, classify_op,
-                                        classify_op_source)
-from kbstudy.records.store import iter_jsonl
-
 from support.committed import RECORDS, REPO, committed_records
+
+from kbstudy.harness.kernel_classes import (
+    CATEGORIES,
+    KERNEL_RULES,
+    classify_kernel,
+    classify_kernel_source,
+    classify_op,
+    classify_op_source,
+)
+from kbstudy.records.store import iter_jsonl
 
 FIXTURES = REPO / "tests" / "profiling" / "fixtures"
 FIXTURE = FIXTURES / "kernel_names.csv"

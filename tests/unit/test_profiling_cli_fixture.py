@@ -6,11 +6,10 @@ import shutil
 import pytest
 
 pytest.importorskip("typer")
+from support.committed import RECORDS, REPO, committed_records  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 from kbstudy.cli.profile import app  # noqa: E402
-
-from support.committed import RECORDS, REPO, committed_records  # noqa: E402
 
 H200, H200_KERNEL_TABLES = RECORDS / "profiles" / "h200" / "eager", RECORDS / "profiles" / "h200" / "eager-kernel-tables"
 SOURCES = [H200 / "kernels.jsonl", H200_KERNEL_TABLES / "kernels.jsonl"]

@@ -3,10 +3,9 @@
 
 import pandas as pd
 import pytest
+from support.committed import RECORDS, committed_records
 
 from kbstudy.analysis import profiles as report
-
-from support.committed import RECORDS, committed_records
 
 H200 = RECORDS / "profiles" / "h200" / "eager"
 H200_CALL3 = H200.parent / "eager-kernel-tables"

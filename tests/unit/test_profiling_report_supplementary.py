@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from support.committed import RECORDS, committed_records
 
 from kbstudy.analysis import profiles as report
 from kbstudy.records.store import iter_jsonl
-
-from support.committed import RECORDS, committed_records
 
 REPO = RECORDS.parents[1]
 H200, CALL3 = RECORDS / "profiles" / "h200" / "eager", RECORDS / "profiles" / "h200" / "eager-kernel-tables"

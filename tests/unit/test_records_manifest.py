@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from kbstudy.pipeline.study_config import load_mapping
-
 from support.committed import RECORDS, REPO
+
+from kbstudy.pipeline.study_config import load_mapping
 
 MANIFEST = RECORDS / "MANIFEST.md"
 ARCHIVE = REPO / "outputs" / "archive"

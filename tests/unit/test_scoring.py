@@ -7,8 +7,8 @@ import warnings
 
 import pandas as pd
 import pytest
-
 from support.fixture_records import all_records, config_a, record, write_store
+
 from kbstudy.analysis import scoring
 from kbstudy.records.frames import load_evaluations
 

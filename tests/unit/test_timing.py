@@ -9,7 +9,14 @@ import time
 
 import pytest
 
-from kbstudy.harness.timing import HOST_BLOCK_CALLS, HOST_BLOCKS, SLOW_CALL_MS, SLOW_CALL_REPS, host_block_calls, time_callable
+from kbstudy.harness.timing import (
+    HOST_BLOCK_CALLS,
+    HOST_BLOCKS,
+    SLOW_CALL_MS,
+    SLOW_CALL_REPS,
+    host_block_calls,
+    time_callable,
+)
 from kbstudy.harness.timing_stats import TimingStats, median_ci_indices, summarize
 
 

@@ -7,11 +7,17 @@ import collections
 
 import pytest
 
-from kbstudy.harness.candidates import load_candidates, make_candidate, write_candidates_jsonl
-from kbstudy.verdict.static_scan import DTYPE_SCAN_KEY, scan_dtype_support
 from kbstudy.analysis.headline import DTYPE_ERROR_RE
-from kbstudy.harness.problems import (PAPER_CATEGORIES, V0_NAMES, load_problems, operator_category, paper_category,
-                              version_changes)
+from kbstudy.harness.candidates import load_candidates, make_candidate, write_candidates_jsonl
+from kbstudy.harness.problems import (
+    PAPER_CATEGORIES,
+    V0_NAMES,
+    load_problems,
+    operator_category,
+    paper_category,
+    version_changes,
+)
+from kbstudy.verdict.static_scan import DTYPE_SCAN_KEY, scan_dtype_support
 
 
 @pytest.fixture(scope="module")

@@ -23,12 +23,30 @@ import torch.utils.deterministic
 from kbstudy.harness import timing, transfer
 from kbstudy.harness.child.autotune import autotuned_configs
 from kbstudy.harness.child.build import load_candidate
-from kbstudy.harness.child.integrity import (PRISTINE_HOST_BYTES, FillFreshMode, global_state_diff,
-                                             global_state_snapshot, inputs_equal, pristine_copy)
+from kbstudy.harness.child.integrity import (
+    PRISTINE_HOST_BYTES,
+    FillFreshMode,
+    global_state_diff,
+    global_state_snapshot,
+    inputs_equal,
+    pristine_copy,
+)
 from kbstudy.harness.failures import classify_exception, error_text
 from kbstudy.harness.kernel_profile import profile_steps
-from kbstudy.harness.protocol import (CandidateJob, Construct, Exit, Failure, Profile, ProfileReply, Release, Run,
-                                      Stage, TimeCandidate, TimingReply, candidate_request)
+from kbstudy.harness.protocol import (
+    CandidateJob,
+    Construct,
+    Exit,
+    Failure,
+    Profile,
+    ProfileReply,
+    Release,
+    Run,
+    Stage,
+    TimeCandidate,
+    TimingReply,
+    candidate_request,
+)
 from kbstudy.harness.tensors import flatten_outputs, set_seed, torch_dtype
 from kbstudy.records.outcomes import Outcome
 

@@ -41,8 +41,17 @@ from kbstudy.harness import timing as timing_mod
 from kbstudy.harness import transfer
 from kbstudy.harness.failures import classify_exception, error_text
 from kbstudy.harness.loading import load_module
-from kbstudy.harness.protocol import (Close, ErrorReply, InitInputs, Inputs, ReferenceJob, TimeBaselines, Verify,
-                                      VerifyTiming, reference_request)
+from kbstudy.harness.protocol import (
+    Close,
+    ErrorReply,
+    InitInputs,
+    Inputs,
+    ReferenceJob,
+    TimeBaselines,
+    Verify,
+    VerifyTiming,
+    reference_request,
+)
 from kbstudy.harness.tensors import cast_input, flatten_outputs, kernelbench_trial_seeds, set_seed, torch_dtype
 from kbstudy.verdict import checks as verify
 from kbstudy.verdict import trials as variants

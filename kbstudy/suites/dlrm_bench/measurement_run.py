@@ -55,10 +55,14 @@ from kbstudy.harness.config import EvalConfig, resolve_device
 from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.problems import scale_source
 from kbstudy.records.store import RecordStore
-from kbstudy.suites.dlrm_bench import (DLRM_LEVEL, exec_source, load_dlrm_candidates, load_dlrm_problems,
-                                       problem_precision)
-from kbstudy.suites.dlrm_bench.roofline import (Machine, copy_at_size, measure_machine, numeric_constants,
-                                                problem_floor)
+from kbstudy.suites.dlrm_bench import (
+    DLRM_LEVEL,
+    exec_source,
+    load_dlrm_candidates,
+    load_dlrm_problems,
+    problem_precision,
+)
+from kbstudy.suites.dlrm_bench.roofline import Machine, copy_at_size, measure_machine, numeric_constants, problem_floor
 
 #: Timing settings (``EvalConfig.timing``) on a CPU: 1 warm-up call, 3 timed calls.
 CPU_TIMING = {"warmup_ms": 0.0, "min_warmup": 1, "budget_ms": 0.0, "min_reps": 3, "max_reps": 3}
