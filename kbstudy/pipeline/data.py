@@ -44,6 +44,8 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
+from kbstudy.pipeline.paths import find_project_root
+
 #: Environment variable naming the KernelBench data folder (after ``--kernelbench-dir``, before the defaults).
 KERNELBENCH_DIR_ENV = "KBSTUDY_KERNELBENCH_DIR"
 #: Environment variables overriding the base URL of every source / of one source (``..._KERNELBENCH``, ...).
@@ -222,18 +224,6 @@ def build_target(target: Target, inputs: Mapping[str, bytes]) -> bytes:
 # ------------------------------------------------------------------------------------------------ resolution
 
 
-def project_root() -> Path:
-    """The repository root: the folder above the ``kbstudy`` package when it holds kbstudy's ``pyproject.toml``
-    (a checkout or an editable install), else the nearest such folder at or above the working directory."""
-    package_parent = _HERE.parent.parent
-    here = Path.cwd().resolve()
-    for folder in (package_parent, here, *here.parents):
-        pyproject = folder / "pyproject.toml"
-        if pyproject.is_file() and 'name = "kbstudy"' in pyproject.read_text(errors="replace"):
-            return folder
-    return package_parent
-
-
 def holds_data(folder: str | os.PathLike) -> bool:
     """Whether ``folder`` holds every file of the data folder (present; :func:`check_folder` compares contents)."""
     return all((Path(folder) / name).is_file() for name in REQUIRED_FILES)
@@ -244,7 +234,7 @@ def kernelbench_dir_candidates(explicit: str | os.PathLike | None = None, *,
     """The places looked at, in order, each with what names it: ``--kernelbench-dir``, ``$KBSTUDY_KERNELBENCH_DIR``,
     the fetched folder ``<root>/data/kernelbench``, then ``<root>/../shared/kernelbench``. Relative paths are relative
     to the project root."""
-    root = Path(root) if root is not None else project_root()
+    root = Path(root) if root is not None else find_project_root()
     places = []
     if explicit:
         places.append(("--kernelbench-dir", root / Path(explicit)))
@@ -400,7 +390,7 @@ def fetch(dest: str | os.PathLike | None = None, *, sources: Iterable[str] | Map
     per :func:`base_urls` of ``sources``); see the module docstring. Raises :class:`DownloadError`,
     :class:`ChecksumError`; the destination then holds only files that were already there."""
     say = echo or (lambda message: None)
-    dest = Path(dest) if dest is not None else (Path(root) if root is not None else project_root()) / FETCHED_DIR
+    dest = Path(dest) if dest is not None else (Path(root) if root is not None else find_project_root()) / FETCHED_DIR
     bases = base_urls(sources)
     staging = _staging_dir(dest)
     present = [t.path for t in TARGETS if (dest / t.path).is_file() and file_sha256(dest / t.path) == t.sha256]
