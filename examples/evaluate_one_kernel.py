@@ -2,7 +2,7 @@
 
     python examples/evaluate_one_kernel.py [KERNELBENCH_JSONL] [--gpu]
 
-Writes one record to ``outputs/records/my-run-api/`` (a rerun finds it there and evaluates nothing). On a CPU it runs
+Writes one record to ``runs/my-run-api/`` (a rerun finds it there and evaluates nothing). On a CPU it runs
 at 1/16 of the problem's sizes with no ``torch.compile`` baseline; ``--gpu`` runs at full size on the GPU.
 """
 import sys
@@ -23,7 +23,7 @@ if __name__ == "__main__":  # required: kbstudy's worker processes re-import the
     candidate = make_candidate(source, level=1, problem_id=19, model_config="my-kernels")
     cfg = (EvalConfig(run="my-run-api", device="cuda") if gpu else
            EvalConfig(run="my-run-api", device="cpu", size_scale=0.0625, compile_baseline=False))
-    store = RecordStore("outputs/records/my-run-api")
+    store = RecordStore("runs/my-run-api")
     summary = evaluate_batch(problems, [candidate], store, cfg)
     record = store.evaluations()[-1]
     print(f"{summary.written} records written; outcome {record['outcome']}, "
