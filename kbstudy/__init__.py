@@ -1,19 +1,15 @@
 """kbstudy: compile, verify and time LLM-generated GPU kernels; profile what share of real workloads they can reach.
 
-Where things are (one concern per module):
+The package is in layers, each importing only those below it (``docs/architecture.md``):
 
-* ``problems``   -- KernelBench-format problems (checkout, folder, JSONL/Parquet), hashing, size scaling
-* ``candidates`` -- candidate sets (``ModelNew`` sources) from folders and JSONL, backend detection, null candidates
-* ``worker``     -- the isolated process that builds and runs one candidate
-* ``reference``  -- the process that owns the reference: inputs, expected outputs, eager/compile timings
-* ``verify``     -- the verdicts: KernelBench's ``allclose`` check and kbstudy's scale-invariant check
-* ``variants``   -- kbstudy's extra trials: fresh seeds, signed and large inputs, and where they apply
-* ``timing``     -- CUDA-event and CPU timing over a pool of input sets, L2 clearing, host cross-check, statistics,
-  significance of speedups
-* ``kernel_share`` -- share of a candidate's device time in its own kernels versus vendor libraries and ATen
-* ``records``    -- the record schema, JSONL store with resume, Parquet export
-* ``evaluate``   -- orchestration of a batch
-* ``study``      -- the main job: missing evaluations, then the notebooks through papermill
+* ``records``  -- the record schema, the JSONL store with resume, the one frame loader, provenance
+* ``verdict``  -- KernelBench's check, kbstudy's check, the extra trials, static scans: pure functions
+* ``harness``  -- problems, candidates, the orchestrator and its processes (``child/``: where a candidate runs),
+  builds, timing, record assembly, containment of hostile candidates
+* ``suites``, ``profiling``, ``generate`` -- DLRM-Bench; real-workload profiles; candidate generation by any LLM
+* ``analysis`` -- scoring, the audit, calibration findings, published numbers, report tables and figures
+* ``pipeline`` -- study files and runs, notebook rendering, calibration runs, the released dataset, the data folder
+* ``cli``      -- the ``kbstudy`` command, one module per command group
 """
 
 __version__ = "0.1.0"

@@ -30,10 +30,7 @@ from kbstudy.harness.config import EvalConfig, resolve_device
 from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.problems import ProblemLoadError, load_problems
 from kbstudy.pipeline.environ import scoped_environ
-from kbstudy.pipeline.paths import (
-    project_path,  # noqa: F401 - the notebooks import it from here for now
-    relative_to_root,
-)
+from kbstudy.pipeline.paths import relative_to_root
 from kbstudy.pipeline.render import render_notebooks
 from kbstudy.pipeline.study_config import NULL_PREFIX, RunSpec, Study, StudyError, default_study_file, load_study
 from kbstudy.records import provenance
