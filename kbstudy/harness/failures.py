@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import torch
+
 from kbstudy.records.outcomes import Outcome
 
 _CUDA_ERROR_MARKERS = (
@@ -24,8 +26,6 @@ def classify_exception(exc: BaseException, stage: str) -> str:
     error message -> ``cuda_error``; any exception while loading the source (syntax error, nvcc failure, missing
     ``ModelNew``) -> ``compile_error``; anything else -> ``runtime_error``.
     """
-    import torch
-
     text = f"{type(exc).__name__}: {exc}".lower()
     if isinstance(exc, (MemoryError, getattr(torch, "OutOfMemoryError", MemoryError))) \
             or any(marker in text for marker in _OOM_MARKERS):

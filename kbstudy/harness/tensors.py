@@ -8,13 +8,13 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import torch
+
 PRECISIONS = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}
 
 
 def torch_dtype(precision: str):
     """The torch dtype of a precision name (``fp32``, ``fp16``, ``bf16``). Raises ``ValueError`` otherwise."""
-    import torch
-
     if precision not in PRECISIONS:
         raise ValueError(f"unknown precision {precision!r}; expected one of {sorted(PRECISIONS)}")
     return getattr(torch, PRECISIONS[precision])
@@ -23,8 +23,6 @@ def torch_dtype(precision: str):
 def set_seed(seed: int) -> None:
     """Seed torch's CPU and CUDA generators and Python's ``random`` (KernelBench's ``set_seed`` seeds torch only; the
     extra ``random`` seed changes nothing for problems that do not use it)."""
-    import torch
-
     torch.manual_seed(seed)
     if torch.cuda.is_available():
         torch.cuda.manual_seed(seed)
@@ -34,8 +32,6 @@ def set_seed(seed: int) -> None:
 def kernelbench_trial_seeds(n: int, seed: int = 42) -> list[int]:
     """KernelBench's correctness-trial seeds: ``torch.manual_seed(seed)`` then ``n`` draws of
     ``torch.randint(0, 2**32 - 1, (1,))`` (``run_and_check_correctness`` in ``src/kernelbench/eval.py``)."""
-    import torch
-
     gen_state = torch.random.get_rng_state()
     try:
         torch.manual_seed(seed)
@@ -50,8 +46,6 @@ def cast_input(x: Any, device: str, dtype) -> Any:
     KernelBench's ``_process_input_tensor`` casts every tensor, integer targets included, which breaks level1/95
     (KernelBench issue #151); kbstudy keeps integer and bool tensors as they are. Non-tensors pass through.
     """
-    import torch
-
     if isinstance(x, torch.Tensor):
         x = x.to(device=device)
         if x.is_floating_point():

@@ -79,6 +79,8 @@ import statistics
 import time
 from typing import Callable
 
+import torch
+
 from kbstudy.harness.tensors import flatten_outputs, set_seed
 from kbstudy.harness.timing_stats import SPEEDUP_MIN_SAMPLES
 
@@ -132,8 +134,6 @@ SLOW_CALL_REPS = SPEEDUP_MIN_SAMPLES
 def flush_buffer(device):
     """A CUDA int64 tensor of max(:data:`MIN_FLUSH_BYTES`, 2 x the device's L2 size) bytes, filled with zeros: writing
     or reading all of it evicts the L2 (:func:`l2_flusher`)."""
-    import torch
-
     props = torch.cuda.get_device_properties(device)
     l2 = getattr(props, "L2_cache_size", 0) or 0
     nbytes = max(MIN_FLUSH_BYTES, 2 * l2)
@@ -148,8 +148,6 @@ def l2_flusher(device, mode: str = "write") -> Callable[[], None]:
     write-back the next call pays); ``"read"`` reduces it to one preallocated element (``torch.amax``), so the L2 is
     left holding clean lines (module docstring, "How a flush leaves the L2"). Raises ``ValueError`` for another mode.
     """
-    import torch
-
     if mode not in FLUSH_MODES:
         raise ValueError(f"unknown L2 flush mode {mode!r}; expected one of {FLUSH_MODES}")
     buf = flush_buffer(device)
@@ -249,8 +247,6 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
     Returns a :class:`PoolTiming`. Raises ``ValueError`` for an empty pool or a seed list of the wrong length;
     otherwise whatever ``fn`` raises.
     """
-    import torch
-
     if not pool:
         raise ValueError("the timing pool is empty")
     if seeds is not None and len(seeds) != len(pool):
@@ -346,8 +342,6 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
 def _detached_clones(outputs: list) -> list:
     """A flat output list (``kbstudy.harness.tensors.flatten_outputs``) with every tensor detached and cloned, so a later
     call that reuses the candidate's buffers cannot change what is checked."""
-    import torch
-
     return [o.detach().clone() if isinstance(o, torch.Tensor) else o for o in outputs]
 
 
@@ -394,8 +388,6 @@ def spin_cycles_per_us(device: str) -> float:
     """``torch.cuda._sleep`` cycles per microsecond on ``device`` (CUDA), measured: a 10^6-cycle spin timed with CUDA
     events, fastest of three, so a spin's length does not rest on a clock rate the driver may change (the events
     include the spin's launch, ~1-2 % of it, so a spin comes out slightly shorter than asked)."""
-    import torch
-
     best = math.inf
     with torch.cuda.device(device):
         for _ in range(3):
@@ -417,8 +409,6 @@ def device_timed_call(fn: Callable[[], object], *, device: str, stream, flush: C
     above the spin's length means the events saw host time. ``observe(out)``, if given, sees the call's output after
     the device is synchronised. ``device`` must be the current CUDA device (the spin runs there; :func:`time_device`
     makes it so)."""
-    import torch
-
     if flush is not None:
         flush()
     torch.cuda.synchronize(device)
@@ -472,7 +462,6 @@ def time_device(fn: Callable[[], object], *, device: str, reps: int = DEVICE_TIM
         raise ValueError(f"reps must be at least 1, not {reps}")
     if flush_mode not in FLUSH_MODES:
         raise ValueError(f"unknown L2 flush mode {flush_mode!r}; expected one of {FLUSH_MODES}")
-    import torch
 
     samples: list[float] = []
     overran = 0
@@ -528,8 +517,6 @@ def _loop(fn, *, device, prepare=None, plan=None, observe=None, warmup_ms, min_w
     """
     cuda = device.startswith("cuda")
     if cuda:
-        import torch
-
         flush = l2_flusher(device, "write") if clear_l2 else None
         stream = torch.cuda.current_stream(device)
         torch.cuda.synchronize(device)

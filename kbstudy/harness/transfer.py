@@ -9,12 +9,12 @@ import pickle
 from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
+import torch.multiprocessing as tmp
+
 
 def use_shared_file_system() -> None:
     """Share CPU tensors through named shared-memory files, so their pickled form can be forwarded by a third process
     (the orchestrator) without being opened. CUDA tensors travel as CUDA IPC handles either way."""
-    import torch.multiprocessing as tmp
-
     tmp.set_sharing_strategy("file_system")
 
 

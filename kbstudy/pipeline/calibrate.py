@@ -14,6 +14,8 @@ import warnings
 from pathlib import Path
 from typing import Callable, Iterable, NamedTuple, Sequence
 
+from torch.utils.flop_counter import FlopCounterMode
+
 from kbstudy.analysis.audit import folder_findings
 from kbstudy.analysis.calibration import latest_per, print_calibration
 from kbstudy.harness.candidates import null_candidates
@@ -126,7 +128,6 @@ def problem_footprint(problem, size_scale: float = 1.0) -> dict:
     raises.
     """
     import torch  # loaded on first use: `kbstudy --help` and the lane plan from a cache need no torch
-    from torch.utils.flop_counter import FlopCounterMode
 
     result = {"output_numel": None, "input_numel": None, "flops": None, "error": None}
     try:

@@ -30,6 +30,9 @@ import time as time_mod
 import types
 import warnings
 
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
 #: Namespaces whose callables' identities are part of the global state (a reference or the harness calls them).
 _IDENTITY_NAMESPACES = ("torch", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special", "torch.Tensor",
                         "torch.nn.Module", "time")
@@ -58,7 +61,6 @@ def global_state_snapshot() -> dict:
     be read on this build maps to ``"<unreadable>"``), and ``{"<namespace>.<attr>": object}`` for every public
     callable of :data:`_IDENTITY_NAMESPACES` (every attribute, dunders included, of ``torch.Tensor`` and
     ``torch.nn.Module``). Objects, not ``id()`` values, are kept so an id cannot be recycled."""
-    import torch
     import torch.utils.deterministic  # noqa: F401 - read by a flag expression
 
     state: dict = {}
@@ -87,8 +89,6 @@ def global_state_snapshot() -> dict:
 
 def _torch_internal(value) -> bool:
     """True if ``value`` is a function whose code lives in torch's package (torch rebinding its own functions)."""
-    import torch
-
     code = getattr(value, "__code__", None)
     root = os.path.dirname(torch.__file__)
     return code is not None and os.path.abspath(code.co_filename).startswith(root + os.sep)
@@ -118,8 +118,6 @@ def inputs_equal(a, b) -> bool:
     """Whether input ``b`` still equals its pristine copy ``a`` (tensors: same shape, dtype and values by ``==``, with
     NaN equal to NaN, so a sign flip of a zero goes unseen; others: ``==``). One of the two may be in host memory
     (:func:`pristine_copy`): then the comparison runs on the other's device (:func:`_equal_across_devices`)."""
-    import torch
-
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         if a.shape != b.shape or a.dtype != b.dtype:
             return False
@@ -133,8 +131,6 @@ def inputs_equal(a, b) -> bool:
 
 
 def _equal_same_device(a, b) -> bool:
-    import torch
-
     if a.is_floating_point() or a.is_complex():
         return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
     return bool(torch.equal(a, b))
@@ -186,8 +182,6 @@ def pristine_copy(x):
     """An exact copy of input ``x`` taken before the call, for :func:`inputs_equal` after it: on the input's device,
     or in host memory for a large tensor the device cannot spare the memory for (:func:`pristine_on_host`; a device
     copy that runs out of memory falls back to the host); non-tensors are returned as they are."""
-    import torch
-
     if not isinstance(x, torch.Tensor):
         return x
     if x.device.type == "cpu":
@@ -211,9 +205,6 @@ class FillFreshMode:
     by ``aten.empty*``/``new_empty*`` with ``value``: the second sentinel of coverage on a CPU."""
 
     def __new__(cls, value: float):
-        import torch
-        from torch.utils._python_dispatch import TorchDispatchMode
-
         aten = torch.ops.aten
         fresh = {aten.empty.memory_format, aten.empty_like.default, aten.empty_strided.default,
                  aten.new_empty.default, aten.new_empty_strided.default}
