@@ -74,7 +74,7 @@ def report_dirs(output_dir: str | Path) -> tuple[Path, Path]:
 def legend_outside(ax, title: str | None = None, below: bool = False, **options) -> None:
     """Move ``ax``'s legend outside the axes so that it never covers data: right of the top corner, or with
     ``below`` under the axes in columns (for panels side by side)."""
-    import seaborn as sns
+    import seaborn as sns  # a notebooks extra: loaded only when a figure is drawn
 
     legend = ax.get_legend()
     if legend is None:

@@ -431,7 +431,7 @@ def paper_comparison_notes(table: pd.DataFrame, sweep: pd.DataFrame | None = Non
 def plot_breakdown(breakdown: pd.DataFrame, title: str):
     """Horizontal stacked bars of category shares per workload; returns the matplotlib figure."""
     import matplotlib.pyplot as plt  # the notebooks extra: the tables above need no matplotlib
-    import seaborn as sns
+    import seaborn as sns  # a notebooks extra: loaded only when a figure is drawn
 
     colors = dict(zip(CATEGORIES, sns.color_palette("tab20", len(CATEGORIES))))
     fig, ax = plt.subplots(figsize=(8, 0.45 * len(breakdown) + 1.6))
@@ -455,7 +455,7 @@ def plot_addressable_vs_paper(table: pd.DataFrame, title: str):
     paper's range (8.9%-58.2%) shaded, and the GEMM+attention share with the paper's transformer band (80-86%) shaded,
     bars coloured by domain. Returns the matplotlib figure."""
     import matplotlib.pyplot as plt  # the notebooks extra: the tables above need no matplotlib
-    from matplotlib.patches import Patch
+    from matplotlib.patches import Patch  # a notebooks extra, as above
 
     domains = list(dict.fromkeys(table["domain"]))
     colors = {d: f"C{i}" for i, d in enumerate(domains)}
@@ -484,7 +484,7 @@ def plot_sweep(sweep: pd.DataFrame, title: str):
     """Addressable fraction and GEMM+attention share against parameter count (log x), one colour per workload; each f
     point is labelled with its size and Amdahl bound 1/(1-f) (:func:`sweep_table` rows). Returns the figure."""
     import matplotlib.pyplot as plt  # the notebooks extra: the tables above need no matplotlib
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # a notebooks extra, as above
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for i, (name, g) in enumerate(sweep.groupby("workload")):

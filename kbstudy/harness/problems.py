@@ -195,7 +195,7 @@ def load_problems(path: str | Path, *, levels: Iterable[int] | None = None,
                 names.update(V0_NAMES)  # the sibling names the problem that replaced these v0 problems
             problems = _from_rows(rows, str(path), version, names)
         elif path.suffix == ".parquet":
-            import pandas as pd
+            import pandas as pd  # only for Parquet sources; JSONL and folders need no pandas
 
             problems = _from_rows(pd.read_parquet(path).to_dict("records"), str(path), version)
         elif path.suffix == ".py":

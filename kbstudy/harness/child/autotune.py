@@ -23,7 +23,7 @@ def autotuned_configs(module) -> dict:
     a candidate's chosen configs are evidence beside its record (why one run's kernel took another config than the
     last), not part of any verdict."""
     try:
-        from triton.runtime.autotuner import Autotuner
+        from triton.runtime.autotuner import Autotuner  # triton is optional: absent on plain CPU installs
     except Exception:  # noqa: BLE001 - no Triton here: nothing was autotuned through it
         return {}
 
