@@ -416,8 +416,9 @@ def fetch(dest: str | os.PathLike | None = None, *, sources: Iterable[str] | Map
         url = SOURCES[source].url(path, bases[source])
         body = _download(url, retries=retries, timeout=timeout, backoff=backoff)
         expected = INPUT_SHA256[source].get(path)
-        if expected is not None and hashlib.sha256(body).hexdigest() != expected:
-            raise ChecksumError(f"checksum mismatch for {url}: SHA-256 {hashlib.sha256(body).hexdigest()}, pinned "
+        digest = hashlib.sha256(body).hexdigest() if expected is not None else None
+        if digest != expected:
+            raise ChecksumError(f"checksum mismatch for {url}: SHA-256 {digest}, pinned "
                                 f"{expected} ({SOURCES[source].repo} at {SOURCES[source].commit}); nothing written")
         _write_atomic(cached(source, path), body)
 
