@@ -14,7 +14,6 @@ on a GPU: every such speedup carries :data:`CPU_TIMING_NOTE`, in the table and w
 
 from __future__ import annotations
 
-import math
 import os
 from typing import Iterable
 
@@ -31,14 +30,9 @@ COLUMNS = ["problem", "level", "problem_id", "problem_name", "model_config", "sa
            "speedup_ci_low", "speedup_ci_high", "speedup_significant", "timing_note", "error"]
 
 
-def _present(value) -> bool:
-    """Not None and not NaN (a frame's missing value)."""
-    return value is not None and not (isinstance(value, float) and math.isnan(value))
-
-
 def _false(value) -> bool:
     """A recorded verdict that rejects (``False``, also numpy's); not a missing one."""
-    return _present(value) and not bool(value)
+    return pd.notna(value) and not bool(value)
 
 
 def failing_check(row) -> str | None:
@@ -49,11 +43,11 @@ def failing_check(row) -> str | None:
     ``outcome`` and ``error`` say what happened)."""
     if row.get("outcome") != "evaluated":
         return None
-    if _present(row.get("kbstudy_failure")):
+    if pd.notna(row.get("kbstudy_failure")):
         return str(row["kbstudy_failure"])
     if _false(row.get("kernelbench_correct")):
         passed, trials = row.get("kernelbench_trials_passed"), row.get("kernelbench_trials")
-        if _present(passed) and _present(trials):
+        if pd.notna(passed) and pd.notna(trials):
             return f"allclose ({int(passed)}/{int(trials)} trials)"
         return "allclose"
     if _false(row.get("kbstudy_correct")):
@@ -74,7 +68,7 @@ def per_problem_table(evaluations: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for rec in frame.to_dict("records"):
         speedup = rec.get("speedup_vs_eager")
-        speedup = float(speedup) if _present(speedup) else None
+        speedup = float(speedup) if pd.notna(speedup) else None
         evaluated = rec.get("outcome") == "evaluated"
         rows.append({
             "problem": f"L{int(rec['level'])}/{int(rec['problem_id'])} {rec['problem_name']}",
@@ -82,17 +76,17 @@ def per_problem_table(evaluations: pd.DataFrame) -> pd.DataFrame:
             "model_config": rec["model_config"], "sample_id": int(rec["sample_id"]),
             "precision": rec.get("precision"), "hardware": rec.get("hardware"), "device": rec.get("device"),
             "outcome": rec["outcome"],
-            "kernelbench_correct": bool(rec["kernelbench_correct"]) if evaluated and _present(
+            "kernelbench_correct": bool(rec["kernelbench_correct"]) if evaluated and pd.notna(
                 rec.get("kernelbench_correct")) else None,
-            "kbstudy_correct": bool(rec["kbstudy_correct"]) if evaluated and _present(
+            "kbstudy_correct": bool(rec["kbstudy_correct"]) if evaluated and pd.notna(
                 rec.get("kbstudy_correct")) else None,
             "failing_check": failing_check(rec),
             "speedup_vs_eager": speedup,
-            "speedup_ci_low": float(rec["speedup_vs_eager_ci_low"]) if _present(
+            "speedup_ci_low": float(rec["speedup_vs_eager_ci_low"]) if pd.notna(
                 rec.get("speedup_vs_eager_ci_low")) else None,
-            "speedup_ci_high": float(rec["speedup_vs_eager_ci_high"]) if _present(
+            "speedup_ci_high": float(rec["speedup_vs_eager_ci_high"]) if pd.notna(
                 rec.get("speedup_vs_eager_ci_high")) else None,
-            "speedup_significant": bool(rec["speedup_significant"]) if _present(
+            "speedup_significant": bool(rec["speedup_significant"]) if pd.notna(
                 rec.get("speedup_significant")) else None,
             "timing_note": CPU_TIMING_NOTE if speedup is not None and str(rec.get("device")) == "cpu" else None,
             "error": None if evaluated else (error_headline(rec.get("error_message")) or None),
@@ -110,11 +104,11 @@ def per_problem(folders: Iterable[str | os.PathLike]) -> pd.DataFrame:
 def speedup_text(row) -> str:
     """A speedup cell: ``1.234x [1.100, 1.380]`` (the interval where recorded), then ``(CPU, not a GPU result)`` for
     a CPU timing; ``-`` without a speedup."""
-    if not _present(row.get("speedup_vs_eager")):
+    if not pd.notna(row.get("speedup_vs_eager")):
         return "-"
     text = f"{row['speedup_vs_eager']:.3f}x"
-    if _present(row.get("speedup_ci_low")) and _present(row.get("speedup_ci_high")):
+    if pd.notna(row.get("speedup_ci_low")) and pd.notna(row.get("speedup_ci_high")):
         text += f" [{row['speedup_ci_low']:.3f}, {row['speedup_ci_high']:.3f}]"
-    if _present(row.get("timing_note")):
+    if pd.notna(row.get("timing_note")):
         text += f" ({row['timing_note']})"
     return text
