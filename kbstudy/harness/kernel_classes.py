@@ -217,6 +217,37 @@ def classify_op_source(op: str) -> tuple[str, str]:
     return cat, ("op_rule" if cat != "other" else "none")
 
 
+#: Inductor's Triton kernel kinds (``torch/_inductor/codegen/triton.py`` prefixes ``triton_<kind>_fused_<ops>_<n>``):
+#: ``poi`` pointwise, ``red`` reduction (looped), ``per`` persistent reduction, ``for`` foreach (a combo of pointwise
+#: kernels, e.g. a compiled optimizer step), ``tem`` template (GEMM, convolution, flex attention: already sorted by
+#: :data:`KERNEL_RULES`).
+INDUCTOR_KINDS = {"poi": "elementwise", "red": "reduction", "per": "reduction", "for": "elementwise"}
+#: Within an Inductor reduction kernel, the fused operator names that say what it computes (first match wins).
+_INDUCTOR_REDUCTION_OPS = (
+    ("normalization", re.compile(r"layer_norm|rms_norm|batch_norm|group_norm|native_norm|_norm_")),
+    ("softmax", re.compile(r"softmax")),
+)
+_INDUCTOR_NAME = re.compile(r"^triton_+(poi|red|per|for)_")
+
+
+def inductor_category(name: str) -> str | None:
+    """What an Inductor-generated Triton kernel computes, as one of :data:`CATEGORIES`: pointwise and foreach kernels
+    are ``elementwise``; reduction and persistent-reduction kernels are ``normalization`` or ``softmax`` when their
+    fused operator names say so (``triton_per_fused_native_layer_norm_2``, ``triton_red_fused__log_softmax_1``),
+    else ``reduction``. ``None`` for a name that is not an Inductor pointwise/reduction/foreach kernel (templates are
+    sorted by :data:`KERNEL_RULES` already). :func:`classify_kernel` keeps such kernels in ``triton``; this is the
+    semantic reading of that category (used by ``kbstudy.analysis.projection``)."""
+    m = _INDUCTOR_NAME.match(name)
+    if not m:
+        return None
+    kind = INDUCTOR_KINDS[m.group(1)]
+    if kind == "reduction":
+        for cat, rx in _INDUCTOR_REDUCTION_OPS:
+            if rx.search(name):
+                return cat
+    return kind
+
+
 def matching_rule(name: str) -> tuple[str, str, str] | None:
     """The first :data:`KERNEL_RULES` entry whose pattern matches ``name`` (for review), or ``None``."""
     for rule, (_, rx) in zip(KERNEL_RULES, _compiled_kernel_rules()):
@@ -227,4 +258,4 @@ def matching_rule(name: str) -> tuple[str, str, str] | None:
 
 __all__ = ["CATEGORIES", "CATEGORY_LABELS", "KERNEL_RULES", "OP_RULES", "SOURCES", "VIEW_OR_ALLOC_OPS",
            "classify_kernel", "classify_kernel_source", "classify_op", "classify_op_source", "op_base_name",
-           "matching_rule"]
+           "matching_rule", "INDUCTOR_KINDS", "inductor_category"]
