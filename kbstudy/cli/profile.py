@@ -31,10 +31,11 @@ def run_cmd(
     trials: int = typer.Option(10, help="timed steps without the profiler"),
     budget_s: float = typer.Option(330.0, help="skip runs not started after this many seconds"),
     overwrite: bool = typer.Option(False, help="replace records already in OUT"),
+    config: str = typer.Option("eager", help="eager (as built) or production (torch.compile, default mode)"),
 ) -> None:
     """Profile the workloads and write records (see ``python -m kbstudy.profiling.profile_run --help``)."""
     summary = run(out, device, tiny, workloads.split(",") if workloads else None, sweep, extras, active=active,
-                  trials=trials, budget_s=budget_s, overwrite=overwrite)
+                  trials=trials, budget_s=budget_s, overwrite=overwrite, setup=config)
     typer.echo(json.dumps(summary, indent=1))
     if summary["ok"] == 0:
         raise typer.Exit(1)

@@ -4,6 +4,12 @@ Usage (GPU, from the repository root)::
 
     python -m kbstudy.profiling.profile_run --out outputs/records/profiles/h200/eager
 
+The production setup (``torch.compile`` in its default mode; :mod:`kbstudy.profiling.production`), each setup in its
+own folder::
+
+    python -m kbstudy.profiling.profile_run --config production --no-sweep --no-extras \
+        --out outputs/records/profiles/h100/production
+
 CPU (tiny configurations, per-ATen-operator self time; the same code path)::
 
     python -m kbstudy.profiling.profile_run --device cpu --tiny --out outputs/records/profiles/cpu/study --overwrite
@@ -72,7 +78,9 @@ def plan(tiny: bool, names: list[str] | None = None, sweep: bool = True, extras:
     return runs
 
 
-def _free(device: str) -> None:
+def _free(device: str, setup: str = "eager") -> None:
+    if setup == "production":  # drop the compiled graphs of the workload just profiled
+        torch._dynamo.reset()
     gc.collect()
     if torch.device(device).type == "cuda":
         torch.cuda.synchronize()
@@ -86,13 +94,17 @@ def _log(msg: str) -> None:
 def run(out: str | os.PathLike, device: str | None = None, tiny: bool | None = None, names: list[str] | None = None,
         sweep: bool = True, extras: bool = True, wait: int = 1, warmup: int = 2, active: int = 3,
         timing_warmup: int = 3, trials: int = 10, budget_s: float = 330.0, overwrite: bool = False,
-        rule: str = DEFAULT_RULE) -> dict:
-    """Profile and time every planned workload (:func:`plan`) and write the three record files under ``out``.
+        rule: str = DEFAULT_RULE, setup: str = "eager") -> dict:
+    """Profile and time every planned workload (:func:`plan`) in ``setup`` (``"eager"`` or ``"production"``,
+    :data:`kbstudy.profiling.workloads.SETUPS`; recorded in each row's ``config``) and write the three record files
+    under ``out``.
 
     ``device`` defaults to ``"cuda"`` when available, else ``"cpu"``; ``tiny`` defaults to ``True`` on CPU. Raises
     ``FileExistsError`` if ``out`` already holds records and ``overwrite`` is false. Returns a summary dict
     (counts of ok / error / skipped and the output paths).
     """
+    if setup not in W.SETUPS:
+        raise ValueError(f"unknown setup {setup!r}; known: {W.SETUPS}")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     cuda = torch.device(device).type == "cuda"
     tiny = (not cuda) if tiny is None else tiny
@@ -110,7 +122,8 @@ def run(out: str | os.PathLike, device: str | None = None, tiny: bool | None = N
     level = "kernel" if cuda else "aten_op"
     basis = "device kernel time (torch.profiler, CUDA events)" if cuda else "ATen operator self CPU time (torch.profiler)"
     runs = plan(tiny, names, sweep, extras)
-    _log(f"device={device} ({prov['hardware']}), torch {torch.__version__}, tiny={tiny}, {len(runs)} runs -> {out}")
+    _log(f"device={device} ({prov['hardware']}), torch {torch.__version__}, tiny={tiny}, setup={setup}, "
+         f"{len(runs)} runs -> {out}")
     t_start = time.perf_counter()
     names_seen: dict[str, dict] = {}
     counts = {"ok": 0, "error": 0, "skipped": 0}
@@ -137,7 +150,7 @@ def run(out: str | os.PathLike, device: str | None = None, tiny: bool | None = N
         try:
             torch.manual_seed(0)
             t0 = time.perf_counter()
-            wl = W.build(name, device, size=size)
+            wl = W.build(name, device, size=size, setup=setup)
             row.update(model=wl.model_name, precision=wl.precision, params=wl.params, items_per_step=wl.items_per_step,
                        tokens_per_step=wl.tokens_per_step, config=wl.config)
             row["build_s"] = time.perf_counter() - t0
@@ -183,7 +196,7 @@ def run(out: str | os.PathLike, device: str | None = None, tiny: bool | None = N
             _log(f"[{i}/{len(runs)}] {name}@{size}: ERROR {type(exc).__name__}: {str(exc)[:300]}")
         finally:
             del wl
-            _free(device)
+            _free(device, setup)
         append_jsonl(paths[WORKLOADS_FILE], json.dumps({**row, **prov}, default=str))
 
     bundle = {
@@ -215,10 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trials", type=int, default=10)
     p.add_argument("--budget-s", type=float, default=330.0, help="skip runs not started after this many seconds")
     p.add_argument("--rule", default=DEFAULT_RULE, help="addressable rule for the summary column")
+    p.add_argument("--config", "--setup", dest="setup", default="eager", choices=W.SETUPS,
+                   help="eager (as built) or production (torch.compile, default mode); one folder per setup")
     p.add_argument("--overwrite", action="store_true", help="replace records already in --out")
     a = p.parse_args(argv)
     summary = run(a.out, a.device, a.tiny, a.workloads.split(",") if a.workloads else None, a.sweep, a.extras,
-                  a.wait, a.warmup, a.active, a.timing_warmup, a.trials, a.budget_s, a.overwrite, a.rule)
+                  a.wait, a.warmup, a.active, a.timing_warmup, a.trials, a.budget_s, a.overwrite, a.rule, a.setup)
     return 0 if summary["ok"] > 0 else 1
 
 

@@ -161,8 +161,9 @@ class LlamaAttention(nn.Module):
         q, k = q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
         k_cache[:, :, start:start + t] = k
         v_cache[:, :, start:start + t] = v
-        # prefill (start 0): causal attention over the prompt; decode (t == 1): attend to every cached position
-        y = sdpa(q, k_cache[:, :, :start + t], v_cache[:, :, :start + t], causal=start == 0 and t > 1)
+        # prefill (t > 1, always from start 0 here): causal attention over the prompt; decode (t == 1): attend to every
+        # cached position. Decided by the static t alone, so torch.compile can treat ``start`` as a dynamic integer.
+        y = sdpa(q, k_cache[:, :, :start + t], v_cache[:, :, :start + t], causal=t > 1)
         return self.o_proj(y.transpose(1, 2).reshape(b, t, -1))
 
 

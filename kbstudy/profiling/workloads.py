@@ -55,6 +55,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from kbstudy.profiling.production import SETUPS, apply_setup
 from kbstudy.profiling.recommender_models import (
     DLRM_SIZES,
     MLPERF_DLRM_V2_MULTI_HOT,
@@ -98,6 +99,8 @@ class Workload:
     items_per_step: int
     tokens_per_step: int | None
     config: dict
+    #: the model the step runs (what the production setup compiles, :mod:`kbstudy.profiling.production`)
+    model: nn.Module | None = None
 
     @property
     def key(self) -> str:
@@ -112,6 +115,8 @@ class WorkloadSpec:
     default_size: str
     sizes: tuple[str, ...]
     builder: Callable[..., Workload]
+    #: submodules the production setup compiles (``torch.compile``); empty: the whole model
+    compile_targets: tuple[str, ...] = ()
 
 
 def _count(model: nn.Module) -> int:
@@ -158,7 +163,7 @@ def build_gpt2_train(device: str, size: str = "small", batch: int | None = None,
     return Workload("gpt2_train", size, "transformer", "train", f"GPT-2 {size}",
                     _precision(device, "bf16-autocast"), device, step,
                     _count(model), batch, batch * seq, {**dataclasses.asdict(cfg), "batch": batch, "seq": seq,
-                                                        "optimizer": "AdamW"})
+                                                        "optimizer": "AdamW"}, model=model)
 
 
 def build_llama_infer(device: str, size: str = "1b", batch: int | None = None, prompt: int | None = None,
@@ -184,7 +189,7 @@ def build_llama_infer(device: str, size: str = "1b", batch: int | None = None, p
                     _precision(device, "bf16 weights"),
                     device, step, _count(model), batch, batch * (prompt + decode),
                     {**dataclasses.asdict(cfg), "batch": batch, "prompt": prompt, "decode_steps": decode,
-                     "kv_cache": "static"})
+                     "kv_cache": "static"}, model=model)
 
 
 def build_bert_infer(device: str, size: str = "base", batch: int | None = None, seq: int | None = None) -> Workload:
@@ -203,7 +208,8 @@ def build_bert_infer(device: str, size: str = "base", batch: int | None = None, 
 
     return Workload("bert_infer", size, "transformer", "inference", f"BERT-{size}",
                     _precision(device, "bf16-autocast"), device, step,
-                    _count(model), batch, batch * seq, {**dataclasses.asdict(cfg), "batch": batch, "seq": seq})
+                    _count(model), batch, batch * seq, {**dataclasses.asdict(cfg), "batch": batch, "seq": seq},
+                    model=model)
 
 
 def _images(device: str, batch: int, size: int) -> torch.Tensor:
@@ -243,7 +249,7 @@ def build_resnet50(device: str, size: str = "v1.5", train: bool = True, batch: i
     return Workload(name, size, "cnn", "train" if train else "inference", "ResNet-50 v1.5" if not tiny else "ResNet tiny",
                     _precision(device, "bf16-autocast"), device, step, _count(model), batch, None,
                     {"batch": batch, "resolution": res, "memory_format": "channels_last",
-                     "optimizer": "SGD momentum 0.9" if train else None})
+                     "optimizer": "SGD momentum 0.9" if train else None}, model=model)
 
 
 def build_vit_infer(device: str, size: str = "b16", batch: int | None = None) -> Workload:
@@ -261,7 +267,7 @@ def build_vit_infer(device: str, size: str = "b16", batch: int | None = None) ->
 
     return Workload("vit_b16_infer", size, "cnn", "inference", f"ViT-{size.upper()}",
                     _precision(device, "bf16-autocast"), device, step,
-                    _count(model), batch, None, {**dataclasses.asdict(cfg), "batch": batch})
+                    _count(model), batch, None, {**dataclasses.asdict(cfg), "batch": batch}, model=model)
 
 
 def _dlrm_inputs(cfg: DLRMConfig, device: str):
@@ -314,8 +320,13 @@ def build_dlrm(device: str, size: str = "mlperf", train: bool = True, batch: int
     conf.update(capped_rows=list(cfg.capped_rows), lookups_per_sample=sum(cfg.multi_hot),
                 optimizer="Adagrad (sparse tables, dense MLPs)" if train else None)
     return Workload(name, size, "recommender", "train" if train else "inference", "DLRM-DCNv2 (MLPerf DLRM-v2)",
-                    _precision(device, "bf16-autocast dense, fp32 tables"), device, step, _count(model), cfg.batch, None, conf)
+                    _precision(device, "bf16-autocast dense, fp32 tables"), device, step, _count(model), cfg.batch, None,
+                    conf, model=model)
 
+
+#: DLRM's dense part, what the production setup compiles: the embedding bags stay eager, as in TorchRec, whose
+#: sharded FBGEMM tables run outside ``torch.compile``, and sparse gradients are not traced by AOTAutograd.
+DLRM_DENSE_MODULES = ("bottom", "crossnet", "top")
 
 #: Registry of workloads: name -> spec (domain, mode, default size, sizes, builder). The first seven are the study's.
 WORKLOADS: dict[str, WorkloadSpec] = {
@@ -328,9 +339,11 @@ WORKLOADS: dict[str, WorkloadSpec] = {
     "resnet50_infer": WorkloadSpec("resnet50_infer", "cnn", "inference", "v1.5", ("v1.5",),
                                    lambda device, size="v1.5", **kw: build_resnet50(device, size, False, **kw)),
     "dlrm_dcnv2_train": WorkloadSpec("dlrm_dcnv2_train", "recommender", "train", "mlperf", ("mlperf",),
-                                     lambda device, size="mlperf", **kw: build_dlrm(device, size, True, **kw)),
+                                     lambda device, size="mlperf", **kw: build_dlrm(device, size, True, **kw),
+                                     DLRM_DENSE_MODULES),
     "dlrm_dcnv2_infer": WorkloadSpec("dlrm_dcnv2_infer", "recommender", "inference", "mlperf", ("mlperf",),
-                                     lambda device, size="mlperf", **kw: build_dlrm(device, size, False, **kw)),
+                                     lambda device, size="mlperf", **kw: build_dlrm(device, size, False, **kw),
+                                     DLRM_DENSE_MODULES),
     "vit_b16_infer": WorkloadSpec("vit_b16_infer", "cnn", "inference", "b16", ("b16",), build_vit_infer),
 }
 
@@ -344,17 +357,22 @@ SIZE_SWEEP = {"gpt2_train": ("small", "medium", "large"), "llama_infer": ("1b", 
 TINY_SIZE_SWEEP = {"gpt2_train": ("tiny-s", "tiny-m", "tiny-l"), "llama_infer": ("tiny-s", "tiny-m", "tiny-l")}
 
 
-def build(name: str, device: str = "cpu", size: str | None = None, tiny: bool = False, **overrides) -> Workload:
-    """Build workload ``name`` on ``device`` at ``size`` (default: its full size, or ``"tiny"`` if ``tiny``).
+def build(name: str, device: str = "cpu", size: str | None = None, tiny: bool = False, setup: str = "eager",
+          **overrides) -> Workload:
+    """Build workload ``name`` on ``device`` at ``size`` (default: its full size, or ``"tiny"`` if ``tiny``), in
+    ``setup`` ``"eager"`` or ``"production"`` (:func:`kbstudy.profiling.production.apply_setup`: ``torch.compile``).
 
-    Raises ``KeyError`` for an unknown workload or size. ``overrides`` (e.g. ``batch=``) go to the builder.
+    Raises ``KeyError`` for an unknown workload or size, ``ValueError`` for an unknown setup. ``overrides`` (e.g.
+    ``batch=``) go to the builder.
     """
+    if setup not in SETUPS:
+        raise ValueError(f"unknown setup {setup!r}; known: {SETUPS}")
     spec = WORKLOADS[name]
     size = size or ("tiny" if tiny else spec.default_size)
     known = set(spec.sizes) | {"tiny"} | (set(TINY_SIZE_SWEEP.get(name, ())))
     if size not in known:
         raise KeyError(f"{name}: unknown size {size!r}; known: {sorted(known)}")
-    return spec.builder(device, size=size, **overrides)
+    return apply_setup(spec.builder(device, size=size, **overrides), setup, spec.compile_targets)
 
 
 def approx_param_count(name: str, size: str) -> int | None:
@@ -373,5 +391,5 @@ def approx_param_count(name: str, size: str) -> int | None:
 
 __all__ = [
     "MLPERF_DLRM_V2_TABLE_ROWS", "MLPERF_DLRM_V2_MULTI_HOT", "Workload", "WorkloadSpec", "WORKLOADS", "SEVEN", "EXTRAS",
-    "SIZE_SWEEP", "TINY_SIZE_SWEEP", "build", "approx_param_count"
+    "SIZE_SWEEP", "TINY_SIZE_SWEEP", "SETUPS", "DLRM_DENSE_MODULES", "build", "approx_param_count"
 ]
