@@ -40,16 +40,23 @@ class LoadedKernel:
 
     @classmethod
     def load(cls, choice: KernelChoice) -> "LoadedKernel":
+        """What ``choice`` was verified on; its source is executed later, by :meth:`ensure_loaded`, and only when a
+        place passes every other rule of the guard (a CUDA build costs tens of seconds)."""
         try:
-            signature = verified_signature(choice)
+            return cls(choice, verified_signature(choice), None)
         except Exception as exc:  # a problem that does not build on the meta device: no place can be checked
             return cls(choice, None, None, f"verified signature: {type(exc).__name__}: {exc}"[:300])
-        try:
-            return cls(choice, signature, kernel_namespace(choice))
-        except BaseException as exc:  # noqa: BLE001 - a kernel that does not load contributes nothing, recorded
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            return cls(choice, signature, None, f"{type(exc).__name__}: {exc}"[:300])
+
+    def ensure_loaded(self) -> bool:
+        """Execute the kernel's source once; ``False`` (and :attr:`error` set) when it raises."""
+        if self.namespace is None and self.error is None:
+            try:
+                self.namespace = kernel_namespace(self.choice)
+            except BaseException as exc:  # noqa: BLE001 - a kernel that does not load contributes nothing, recorded
+                if isinstance(exc, KeyboardInterrupt):
+                    raise
+                self.error = f"{type(exc).__name__}: {exc}"[:300]
+        return self.error is None
 
     def stateless(self, device) -> nn.Module:
         """``ModelNew(*init inputs)`` on ``device`` (built once): for operators without parameters."""
@@ -131,6 +138,8 @@ def guard(kernel: LoadedKernel | None, op: Operator, tensors, place_params: dict
             return f"{name}={value!r} differs from the verified {sig.init_params[name]!r}"
     if needs_grad and op.backward is None and op.module_class is None:
         return "the place needs a gradient; the kernel is forward-only and the operator has no PyTorch backward here"
+    if not kernel.ensure_loaded():
+        return f"kernel does not load: {kernel.error}"
     return None
 
 
