@@ -131,6 +131,8 @@ class Operator:
         tensor_args: the call's arguments passed to the kernel, in the problem's ``get_inputs()`` order.
         init_args: the call's arguments that a problem passes to ``Model(*get_init_inputs())`` (pooling parameters):
             a place applies only where they equal the verified problem's.
+        size_params: parameters that are sizes (table rows, widths): compared like shapes, so a shape-generic
+            kernel takes any value; the others (pooling windows) are semantics and always compared.
         backward: ``(grad_out, input, output, call) -> grad_input`` in PyTorch, so that a forward-only kernel can sit
             in a training step (the backward stays PyTorch's); ``None``: the operator cannot take a gradient this way.
     """
@@ -142,6 +144,7 @@ class Operator:
     semantics_of: Callable[[dict], str | None] = _any
     tensor_args: tuple[str, ...] = ("input",)
     init_args: tuple[str, ...] = ()
+    size_params: tuple[str, ...] = ()
     backward: Callable | None = None
 
 
@@ -163,9 +166,11 @@ OPERATORS: dict[str, Operator] = {op.name: op for op in (
     Operator("global_avg_pool2d", "2-D average pooling over the whole plane", "adaptive_avg_pool2d",
              semantics_of=_global_avg_pool, init_args=("output_size",)),
     Operator("multi_table_embedding_bag", "26 sum EmbeddingBags of a DLRM model, outputs concatenated",
-             module_class="DLRMDCNv2.embeddings"),
-    Operator("dcnv2_cross", "DCN-v2 low-rank cross network", module_class="LowRankCrossNet"),
-    Operator("bottom_mlp", "DLRM bottom MLP, Linear + ReLU x 3", module_class="DLRMDCNv2.bottom"),
+             module_class="DLRMDCNv2.embeddings", size_params=("table_rows", "multi_hot", "embedding_dim")),
+    Operator("dcnv2_cross", "DCN-v2 low-rank cross network", module_class="LowRankCrossNet",
+             size_params=("in_features", "low_rank")),
+    Operator("bottom_mlp", "DLRM bottom MLP, Linear + ReLU x 3", module_class="DLRMDCNv2.bottom",
+             size_params=("num_dense_features", "hidden1", "hidden2", "out_features")),
 )}
 
 #: KernelBench level-1 problem id -> operator (the same id in the v0 and current problem sets).

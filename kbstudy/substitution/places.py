@@ -132,6 +132,8 @@ def guard(kernel: LoadedKernel | None, op: Operator, tensors, place_params: dict
             if tuple(t.shape) != tuple(shape):
                 return f"shape {list(t.shape)} differs from the verified {list(shape)} (kernel not shape-generic)"
     for name, value in place_params.items():
+        if choice.shape_generic and name in op.size_params:
+            continue
         if name not in sig.init_params:
             return f"place has {name}={value!r}; the kernel's problem has no such parameter"
         if _norm(sig.init_params[name]) != _norm(value):
