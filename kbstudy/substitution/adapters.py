@@ -69,7 +69,7 @@ class MultiTableEmbeddingBag:
         self._multi_hot: dict[int, list[int]] = {}
 
     def place_inputs(self, module, args, kwargs):
-        dense, sparse = args[0], args[1]
+        sparse = args[1]
         self._multi_hot[id(module)] = [int(s.shape[1]) for s in sparse]
         bags = list(module.embeddings)
         return [torch.cat(sparse, dim=1)], {"table_rows": [b.num_embeddings for b in bags],
