@@ -101,11 +101,15 @@ def _describe(tensors) -> str:
     return "; ".join(f"{list(t.shape)} {str(t.dtype).replace('torch.', '')} {_layout(t)}" for t in tensors)
 
 
-def _norm(v):
-    """Pooling-style parameters compared as tuples: 3 == (3, 3)."""
-    if isinstance(v, (list, tuple)):
-        return tuple(int(x) for x in v) if all(isinstance(x, int) for x in v) else tuple(v)
-    return v
+def _same(a, b) -> bool:
+    """Parameters compared as PyTorch reads them: a pooling size 3 equals (3, 3); lists equal tuples."""
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, (list, tuple)):
+        a, b = b, a
+    if isinstance(b, (list, tuple)):
+        return all(_same(a, y) for y in b)
+    return a == b
 
 
 def guard(kernel: LoadedKernel | None, op: Operator, tensors, place_params: dict, needs_grad: bool,
@@ -136,7 +140,7 @@ def guard(kernel: LoadedKernel | None, op: Operator, tensors, place_params: dict
             continue
         if name not in sig.init_params:
             return f"place has {name}={value!r}; the kernel's problem has no such parameter"
-        if _norm(sig.init_params[name]) != _norm(value):
+        if not _same(sig.init_params[name], value):
             return f"{name}={value!r} differs from the verified {sig.init_params[name]!r}"
     if needs_grad and op.backward is None and op.module_class is None:
         return "the place needs a gradient; the kernel is forward-only and the operator has no PyTorch backward here"
