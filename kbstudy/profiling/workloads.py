@@ -151,16 +151,18 @@ def build_gpt2_train(device: str, size: str = "small", batch: int | None = None,
     opt = torch.optim.AdamW(model.parameters(), lr=6e-4, weight_decay=0.1, **_optimizer_kwargs(device))
     x, y = ids[:, :-1].contiguous(), ids[:, 1:].contiguous()
 
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with _autocast(device):
+            logits = model(x)
+            loss = F.cross_entropy(logits.float().view(-1, cfg.vocab_size), y.view(-1))
+        loss.backward()
+        opt.step()
+
     def probe():
         with _autocast(device):
             logits = model(x)
             return logits, F.cross_entropy(logits.float().view(-1, cfg.vocab_size), y.view(-1))
-
-    def step():
-        opt.zero_grad(set_to_none=True)
-        _, loss = probe()
-        loss.backward()
-        opt.step()
 
     return Workload("gpt2_train", size, "transformer", "train", f"GPT-2 {size}",
                     _precision(device, "bf16-autocast"), device, step,
@@ -211,12 +213,17 @@ def build_bert_infer(device: str, size: str = "base", batch: int | None = None, 
         ids = torch.randint(0, cfg.vocab_size, (batch, seq))
 
     @torch.inference_mode()
+    def step():
+        with _autocast(device):
+            model(ids)
+
+    @torch.inference_mode()
     def probe():
         with _autocast(device):
             return model(ids), None
 
     return Workload("bert_infer", size, "transformer", "inference", f"BERT-{size}",
-                    _precision(device, "bf16-autocast"), device, probe,
+                    _precision(device, "bf16-autocast"), device, step,
                     _count(model), batch, batch * seq, {**dataclasses.asdict(cfg), "batch": batch, "seq": seq},
                     model, probe)
 
@@ -242,23 +249,27 @@ def build_resnet50(device: str, size: str = "v1.5", train: bool = True, batch: i
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5,
                               **_optimizer_kwargs(device))
 
+        def step():
+            opt.zero_grad(set_to_none=True)
+            with _autocast(device):
+                loss = F.cross_entropy(model(x), labels)
+            loss.backward()
+            opt.step()
+
         def probe():
             with _autocast(device):
                 logits = model(x)
                 return logits, F.cross_entropy(logits, labels)
-
-        def step():
-            opt.zero_grad(set_to_none=True)
-            _, loss = probe()
-            loss.backward()
-            opt.step()
     else:
+        @torch.inference_mode()
+        def step():
+            with _autocast(device):
+                model(x)
+
         @torch.inference_mode()
         def probe():
             with _autocast(device):
                 return model(x), None
-
-        step = probe
 
     name = "resnet50_train" if train else "resnet50_infer"
     return Workload(name, size, "cnn", "train" if train else "inference", "ResNet-50 v1.5" if not tiny else "ResNet tiny",
@@ -276,12 +287,17 @@ def build_vit_infer(device: str, size: str = "b16", batch: int | None = None) ->
         x = torch.randn(batch, 3, cfg.image_size, cfg.image_size)
 
     @torch.inference_mode()
+    def step():
+        with _autocast(device):
+            model(x)
+
+    @torch.inference_mode()
     def probe():
         with _autocast(device):
             return model(x), None
 
     return Workload("vit_b16_infer", size, "cnn", "inference", f"ViT-{size.upper()}",
-                    _precision(device, "bf16-autocast"), device, probe,
+                    _precision(device, "bf16-autocast"), device, step,
                     _count(model), batch, None, {**dataclasses.asdict(cfg), "batch": batch}, model, probe)
 
 
@@ -316,25 +332,29 @@ def build_dlrm(device: str, size: str = "mlperf", train: bool = True, batch: int
         opt_sparse = torch.optim.Adagrad(emb_params, lr=cfg.lr)
         opt_dense = torch.optim.Adagrad([p for p in model.parameters() if id(p) not in ids], lr=cfg.lr)
 
+        def step():
+            opt_sparse.zero_grad(set_to_none=True)
+            opt_dense.zero_grad(set_to_none=True)
+            with _autocast(device):
+                loss = F.binary_cross_entropy_with_logits(model(dense, sparse).float(), labels)
+            loss.backward()
+            opt_sparse.step()
+            opt_dense.step()
+
         def probe():
             with _autocast(device):
                 logits = model(dense, sparse)
                 return logits, F.binary_cross_entropy_with_logits(logits.float(), labels)
-
-        def step():
-            opt_sparse.zero_grad(set_to_none=True)
-            opt_dense.zero_grad(set_to_none=True)
-            _, loss = probe()
-            loss.backward()
-            opt_sparse.step()
-            opt_dense.step()
     else:
+        @torch.inference_mode()
+        def step():
+            with _autocast(device):
+                model(dense, sparse)
+
         @torch.inference_mode()
         def probe():
             with _autocast(device):
                 return model(dense, sparse), None
-
-        step = probe
 
     name = "dlrm_dcnv2_train" if train else "dlrm_dcnv2_infer"
     conf = dataclasses.asdict(cfg)

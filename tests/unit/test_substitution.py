@@ -144,3 +144,12 @@ def test_load_substitutions_keeps_the_newest_record_per_case(tmp_path):
     (tmp_path / "substitutions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     frame = load_substitutions(tmp_path)
     assert len(frame) == 1 and frame.outcome[0] == "nothing_applicable" and frame.n_places_not_applicable[0] == 2
+
+
+@pytest.mark.parametrize("name", workloads.SEVEN)
+def test_every_workload_exposes_its_model_and_a_probe(name):
+    torch.manual_seed(0)
+    w = workloads.build(name, "cpu", tiny=True)
+    outputs, loss = w.probe()
+    assert isinstance(w.model, torch.nn.Module) and outputs is not None
+    assert (loss is not None) == (w.mode == "train")
