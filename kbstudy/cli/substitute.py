@@ -26,6 +26,8 @@ def substitute_command(
     warmup: int = typer.Option(3, help="untimed steps before the first block"),
     budget_s: float = typer.Option(470.0, help="start no case after this many seconds"),
     purpose: str = typer.Option("first", help="the records' purpose label"),
+    shape_variants: Optional[str] = typer.Option(None, help="comma-separated verifier variants whose passing makes a "
+                                                             "leaderboard kernel shape-generic"),
     assume_shape_generic: bool = typer.Option(False, help="treat every kernel as shape-generic (exploration)"),
 ) -> None:
     """Substitute kernels into the workloads and measure step time with and without them (one record per case)."""
@@ -38,6 +40,8 @@ def substitute_command(
         argv.append("--tiny")
     if kb_dir:
         argv += ["--kb-dir", str(kb_dir)]
+    if shape_variants:
+        argv += ["--shape-variants", *shape_variants.split(",")]
     if assume_shape_generic:
         argv.append("--assume-shape-generic")
     raise typer.Exit(gpu_run.main(argv))

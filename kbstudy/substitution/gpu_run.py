@@ -68,6 +68,8 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--budget-s", type=float, default=470.0)
     ap.add_argument("--purpose", default="first")
+    ap.add_argument("--shape-variants", nargs="*", default=[],
+                    help="verifier variants (kbstudy_variants) whose passing makes a leaderboard kernel shape-generic")
     ap.add_argument("--assume-shape-generic", action="store_true",
                     help="treat every kernel as shape-generic (exploration and CPU dry runs; recorded per kernel)")
     args = ap.parse_args(argv)
@@ -77,7 +79,9 @@ def main(argv=None) -> int:
         os.environ.setdefault("TRITON_INTERPRET", "1")
     kb_dir = Path(args.kb_dir) if args.kb_dir else kernelbench_dir()
     generic = args.assume_shape_generic
-    llm, llm_missing = leaderboard_choices(args.records, kb_dir) if "llm" in args.sources else ([], {})
+    llm, llm_missing = [], {}
+    if "llm" in args.sources:
+        llm, llm_missing = leaderboard_choices(args.records, kb_dir, shape_variants=tuple(args.shape_variants))
     llm = [dataclasses.replace(c, shape_generic=True) for c in llm] if generic else llm
     expert = dlrm_choices(shape_generic=generic) if "expert" in args.sources else []
     start = time.monotonic()

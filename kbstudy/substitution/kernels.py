@@ -96,8 +96,16 @@ def verified_win(record: dict) -> bool:
             and speedup is not None and speedup > 1.0 and bool(record.get("speedup_significant")))
 
 
+def shape_generic_from_variants(record: dict, variants: tuple[str, ...]) -> bool:
+    """A record's kernel is shape-generic when it passed every one of the verifier's shape/layout ``variants`` (names
+    in its ``kbstudy_variants``); ``False`` when none is named or one did not pass or was not run."""
+    done = record.get("kbstudy_variants") or {}
+    return bool(variants) and all(done.get(v) == "passed" for v in variants)
+
+
 def leaderboard_choices(records_dir: str | Path, kb_dir: str | Path | None = None,
-                        shape_generic: dict[str, bool] | None = None) -> tuple[list[KernelChoice], dict[str, str]]:
+                        shape_generic: dict[str, bool] | None = None,
+                        shape_variants: tuple[str, ...] = ()) -> tuple[list[KernelChoice], dict[str, str]]:
     """The fastest verified leaderboard kernel per operator of :data:`LEVEL1_PROBLEM_OPERATORS`.
 
     Args:
@@ -106,6 +114,8 @@ def leaderboard_choices(records_dir: str | Path, kb_dir: str | Path | None = Non
         kb_dir: the KernelBench data folder (``leaderboard_kernels.jsonl``, the problem files); default
             :func:`kernelbench_dir`.
         shape_generic: per candidate SHA-256, whether the kernel is shape-generic (default: none is).
+        shape_variants: the verifier's shape/layout variants whose passing makes a kernel shape-generic
+            (:func:`shape_generic_from_variants`, read from the chosen record); with ``shape_generic``, either suffices.
 
     Returns ``(choices, missing)``: ``missing`` maps each operator without a verified win to the reason.
     """
@@ -136,7 +146,8 @@ def leaderboard_choices(records_dir: str | Path, kb_dir: str | Path | None = Non
             problem_name=r["problem_name"], problem_source=problems[(r["problem_version"], 1, r["problem_id"])],
             source=source, sha256=r["candidate_sha256"], model_config=r["model_config"], backend=r["backend"],
             precision=r["precision"], speedup_vs_eager=float(r["speedup_vs_eager"]),
-            shape_generic=bool((shape_generic or {}).get(r["candidate_sha256"], False))))
+            shape_generic=bool((shape_generic or {}).get(r["candidate_sha256"], False))
+            or shape_generic_from_variants(r, tuple(shape_variants))))
     return choices, missing
 
 

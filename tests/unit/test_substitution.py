@@ -13,6 +13,7 @@ from support import substitution as S
 from kbstudy.profiling import workloads
 from kbstudy.substitution.adapters import module_adapters
 from kbstudy.substitution.check import end_to_end_check, rel_l2
+from kbstudy.substitution.kernels import shape_generic_from_variants
 from kbstudy.substitution.operators import OPERATORS, bind_call
 from kbstudy.substitution.places import LoadedKernel, Substitution, guard
 from kbstudy.substitution.store import load_substitutions
@@ -153,3 +154,11 @@ def test_every_workload_exposes_its_model_and_a_probe(name):
     outputs, loss = w.probe()
     assert isinstance(w.model, torch.nn.Module) and outputs is not None
     assert (loss is not None) == (w.mode == "train")
+
+
+def test_shape_generic_comes_from_the_verifiers_variants_when_named():
+    record = {"kbstudy_variants": {"fresh_seeds": "passed", "shapes": "passed", "layouts": "failed"}}
+    assert shape_generic_from_variants(record, ("shapes",))
+    assert not shape_generic_from_variants(record, ("shapes", "layouts"))
+    assert not shape_generic_from_variants(record, ())
+    assert not shape_generic_from_variants({}, ("shapes",))
