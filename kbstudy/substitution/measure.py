@@ -18,11 +18,14 @@ their distribution-free 95% intervals (:func:`kbstudy.harness.timing_stats.summa
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import time
 import traceback
 
 import torch
+import torch._dynamo
+import torch._inductor.config
 
 from kbstudy.harness.timing_stats import speedup_interval, summarize
 from kbstudy.profiling import workloads
@@ -46,6 +49,25 @@ def apply_config(workload, config: str) -> None:
         workload.model.compile()
     elif config != "eager":
         raise ValueError(f"unknown config {config!r}; expected one of {CONFIGS}")
+
+
+@contextlib.contextmanager
+def _eager_randomness(config: str):
+    """Under ``production``, the check's compiled runs draw random numbers as eager PyTorch does
+    (``torch._inductor.config.fallback_random``): a substituted call splits the compiled graph, and Inductor's own
+    random streams then give dropout other masks than in the original, a difference that is not the kernel's. The
+    graphs compiled so are dropped afterwards, so the timed steps run Inductor's default code."""
+    if config != "production":
+        yield
+        return
+    inductor_config = torch._inductor.config
+    before = inductor_config.fallback_random
+    inductor_config.fallback_random = True
+    try:
+        yield
+    finally:
+        inductor_config.fallback_random = before
+        torch._dynamo.reset()
 
 
 def _sync(device: str) -> None:
@@ -88,8 +110,9 @@ def worker(conn, spec: dict) -> None:
                         kernel_errors={k.choice.operator: k.error for k in sub.kernels.values() if k.error})
             if sub.applicable:
                 apply_config(w, spec["config"])
-                info.update(end_to_end_check(w.model, w.probe, sub, train=w.mode == "train", precision=w.precision,
-                                             seed=spec["seed"]))
+                with _eager_randomness(spec["config"]):
+                    info.update(end_to_end_check(w.model, w.probe, sub, train=w.mode == "train",
+                                                 precision=w.precision, seed=spec["seed"]))
             conn.send(("ready", info))
             if not sub.applicable or not info.get("e2e_passed"):
                 return
