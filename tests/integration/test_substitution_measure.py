@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import pytest
 from support import substitution as S
+from typer.testing import CliRunner
 
+from kbstudy.cli.app import app
 from kbstudy.substitution.gpu_run import cases
 from kbstudy.substitution.kernels import dlrm_choices
 from kbstudy.substitution.measure import measure_case
+from kbstudy.substitution.store import load_substitutions
 
 GELU_PROBLEM = S.problem("F.gelu(x, approximate='tanh')", "[torch.rand(2, 32, 256)]")
 TIMING_FIELDS = ("baseline_ms_median", "substituted_ms_median", "baseline_ms_samples")
@@ -65,3 +68,13 @@ def test_gpu_run_orders_expert_cases_first():
     order = cases(["gpt2_train", "dlrm_dcnv2_train"], ["eager", "production"])
     assert order[0] == ("dlrm_dcnv2_train", "eager", "expert")
     assert ("gpt2_train", "production", "llm") in order and len(order) == 6
+
+
+def test_substitute_command_writes_one_record_per_case(tmp_path, kernelbench_dir):
+    result = CliRunner().invoke(app, ["substitute", "--out", str(tmp_path), "--device", "cpu", "--tiny",
+                                      "--workloads", "bert_infer", "--config", "eager", "--sources", "llm",
+                                      "--kb-dir", str(kernelbench_dir)])
+    assert result.exit_code == 0, result.output
+    frame = load_substitutions(tmp_path)
+    assert list(frame.outcome) == ["nothing_applicable"] and frame.saving_fraction[0] == 0.0
+    assert frame.n_places_not_applicable[0] >= 2  # BERT's GELU and LayerNorm: no verified kernel
