@@ -162,3 +162,12 @@ def test_shape_generic_comes_from_the_verifiers_variants_when_named():
     assert not shape_generic_from_variants(record, ("shapes", "layouts"))
     assert not shape_generic_from_variants(record, ())
     assert not shape_generic_from_variants({}, ("shapes",))
+
+
+def test_forward_only_cross_entropy_kernel_trains_with_pytorchs_backward():
+    problem = S.problem("F.cross_entropy(x, xs[1])", "[torch.rand(64, 256), torch.randint(0, 256, (64,))]")
+    kernel = S.kernel("-(torch.log_softmax(x, -1).gather(1, xs[1][:, None])).mean().detach()")  # no autograd
+    w, sub = _discover("gpt2_train", [S.choice("cross_entropy", problem, kernel)])
+    assert [p.operator for p in sub.applicable] == ["cross_entropy"]
+    result = end_to_end_check(w.model, w.probe, sub, train=True, precision=w.precision)
+    assert result["e2e_passed"] and result["e2e_rel_l2"]["grads"] < 1e-5
