@@ -8,6 +8,7 @@
 * ``generate``, ``replay``            -- :mod:`kbstudy.cli.generate`
 * ``profile ...``                     -- :mod:`kbstudy.cli.profile`
 * ``data fetch``, ``data where``       -- :mod:`kbstudy.cli.data`
+* ``substitute``                      -- :mod:`kbstudy.cli.substitute`
 
 Every module imports without the optional packages (papermill and the other notebook packages, openai): the GPU
 image, which lacks them, runs ``kbstudy eval``; a command that needs one loads it when it runs.
@@ -25,6 +26,7 @@ from kbstudy.cli.profile import app as profile_app
 from kbstudy.cli.records import export_command, summary_command
 from kbstudy.cli.release import release_command, throughput_command
 from kbstudy.cli.study import study_command
+from kbstudy.cli.substitute import substitute_command
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Compile, verify and time LLM-generated GPU kernels; profile real workloads.")
@@ -38,6 +40,7 @@ app.command("release")(release_command)
 app.command("throughput")(throughput_command)
 app.command("generate")(generate_command)
 app.command("replay")(replay_command)
+app.command("substitute")(substitute_command)
 app.add_typer(profile_app, name="profile")
 app.add_typer(data_app, name="data")
 

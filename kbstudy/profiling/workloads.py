@@ -99,8 +99,10 @@ class Workload:
     items_per_step: int
     tokens_per_step: int | None
     config: dict
-    #: the model the step runs (what the production setup compiles, :mod:`kbstudy.profiling.production`)
+    #: the model the step runs, and ``probe()``: the step's forward alone (same autocast and grad mode, no optimizer
+    #: step) returning ``(outputs, loss)`` (``loss`` ``None`` for inference), for checks that compare two runs
     model: nn.Module | None = None
+    probe: Callable[[], tuple] | None = None
 
     @property
     def key(self) -> str:
@@ -160,10 +162,15 @@ def build_gpt2_train(device: str, size: str = "small", batch: int | None = None,
         loss.backward()
         opt.step()
 
+    def probe():
+        with _autocast(device):
+            logits = model(x)
+            return logits, F.cross_entropy(logits.float().view(-1, cfg.vocab_size), y.view(-1))
+
     return Workload("gpt2_train", size, "transformer", "train", f"GPT-2 {size}",
                     _precision(device, "bf16-autocast"), device, step,
                     _count(model), batch, batch * seq, {**dataclasses.asdict(cfg), "batch": batch, "seq": seq,
-                                                        "optimizer": "AdamW"}, model=model)
+                                                        "optimizer": "AdamW"}, model, probe)
 
 
 def build_llama_infer(device: str, size: str = "1b", batch: int | None = None, prompt: int | None = None,
@@ -185,11 +192,18 @@ def build_llama_infer(device: str, size: str = "1b", batch: int | None = None, p
         for i in range(decode):
             tok = model(tok, prompt + i)[:, -1:].argmax(-1)
 
+    @torch.inference_mode()
+    def probe():  # the step, keeping the last-position logits of the prefill and of every decode step
+        last = [model(ids, 0)[:, -1:]]
+        for i in range(decode):
+            last.append(model(last[-1].argmax(-1), prompt + i)[:, -1:])
+        return torch.cat(last, dim=1), None
+
     return Workload("llama_infer", size, "transformer", "inference", f"Llama-style {size}",
                     _precision(device, "bf16 weights"),
                     device, step, _count(model), batch, batch * (prompt + decode),
                     {**dataclasses.asdict(cfg), "batch": batch, "prompt": prompt, "decode_steps": decode,
-                     "kv_cache": "static"}, model=model)
+                     "kv_cache": "static"}, model, probe)
 
 
 def build_bert_infer(device: str, size: str = "base", batch: int | None = None, seq: int | None = None) -> Workload:
@@ -206,10 +220,15 @@ def build_bert_infer(device: str, size: str = "base", batch: int | None = None, 
         with _autocast(device):
             model(ids)
 
+    @torch.inference_mode()
+    def probe():
+        with _autocast(device):
+            return model(ids), None
+
     return Workload("bert_infer", size, "transformer", "inference", f"BERT-{size}",
                     _precision(device, "bf16-autocast"), device, step,
                     _count(model), batch, batch * seq, {**dataclasses.asdict(cfg), "batch": batch, "seq": seq},
-                    model=model)
+                    model, probe)
 
 
 def _images(device: str, batch: int, size: int) -> torch.Tensor:
@@ -239,17 +258,27 @@ def build_resnet50(device: str, size: str = "v1.5", train: bool = True, batch: i
                 loss = F.cross_entropy(model(x), labels)
             loss.backward()
             opt.step()
+
+        def probe():
+            with _autocast(device):
+                logits = model(x)
+                return logits, F.cross_entropy(logits, labels)
     else:
         @torch.inference_mode()
         def step():
             with _autocast(device):
                 model(x)
 
+        @torch.inference_mode()
+        def probe():
+            with _autocast(device):
+                return model(x), None
+
     name = "resnet50_train" if train else "resnet50_infer"
     return Workload(name, size, "cnn", "train" if train else "inference", "ResNet-50 v1.5" if not tiny else "ResNet tiny",
                     _precision(device, "bf16-autocast"), device, step, _count(model), batch, None,
                     {"batch": batch, "resolution": res, "memory_format": "channels_last",
-                     "optimizer": "SGD momentum 0.9" if train else None}, model=model)
+                     "optimizer": "SGD momentum 0.9" if train else None}, model, probe)
 
 
 def build_vit_infer(device: str, size: str = "b16", batch: int | None = None) -> Workload:
@@ -265,9 +294,14 @@ def build_vit_infer(device: str, size: str = "b16", batch: int | None = None) ->
         with _autocast(device):
             model(x)
 
+    @torch.inference_mode()
+    def probe():
+        with _autocast(device):
+            return model(x), None
+
     return Workload("vit_b16_infer", size, "cnn", "inference", f"ViT-{size.upper()}",
                     _precision(device, "bf16-autocast"), device, step,
-                    _count(model), batch, None, {**dataclasses.asdict(cfg), "batch": batch}, model=model)
+                    _count(model), batch, None, {**dataclasses.asdict(cfg), "batch": batch}, model, probe)
 
 
 def _dlrm_inputs(cfg: DLRMConfig, device: str):
@@ -309,19 +343,29 @@ def build_dlrm(device: str, size: str = "mlperf", train: bool = True, batch: int
             loss.backward()
             opt_sparse.step()
             opt_dense.step()
+
+        def probe():
+            with _autocast(device):
+                logits = model(dense, sparse)
+                return logits, F.binary_cross_entropy_with_logits(logits.float(), labels)
     else:
         @torch.inference_mode()
         def step():
             with _autocast(device):
                 model(dense, sparse)
 
+        @torch.inference_mode()
+        def probe():
+            with _autocast(device):
+                return model(dense, sparse), None
+
     name = "dlrm_dcnv2_train" if train else "dlrm_dcnv2_infer"
     conf = dataclasses.asdict(cfg)
     conf.update(capped_rows=list(cfg.capped_rows), lookups_per_sample=sum(cfg.multi_hot),
                 optimizer="Adagrad (sparse tables, dense MLPs)" if train else None)
     return Workload(name, size, "recommender", "train" if train else "inference", "DLRM-DCNv2 (MLPerf DLRM-v2)",
-                    _precision(device, "bf16-autocast dense, fp32 tables"), device, step, _count(model), cfg.batch, None,
-                    conf, model=model)
+                    _precision(device, "bf16-autocast dense, fp32 tables"), device, step, _count(model), cfg.batch, None, conf,
+                    model, probe)
 
 
 #: DLRM's dense part, what the production setup compiles: the embedding bags stay eager, as in TorchRec, whose
