@@ -255,8 +255,10 @@ def projection_notes(summary: pd.DataFrame, rates: pd.DataFrame, baseline: str, 
     if not len(summary):
         return [f"{label}: no workload to project."]
     pooled = rates[rates["kernel_category"] == "all"].iloc[0]
+    median = (f"median {pooled['median_speedup']:.2f}x among them" if np.isfinite(pooled["median_speedup"])
+              else "no win, no median")
     notes = [f"{label} (baseline {baseline}): {int(pooled['wins'])} of {int(pooled['n'])} kernels are verified wins "
-             f"({_pct(pooled['win_rate'])}), median {pooled['median_speedup']:.2f}x among them."]
+             f"({_pct(pooled['win_rate'])}), {median}."]
     for dom, g in summary.groupby("domain", sort=False):
         notes.append(f"{dom}: projected saving {_pct(g['saving_pooled'].min())}-{_pct(g['saving_pooled'].max())} "
                      f"of kernel time pooled (f x p_win x (1 - 1/s)), {_pct(g['saving_by_category'].min())}-"

@@ -104,10 +104,10 @@ def test_project_path_finds_the_repository_root(tmp_path, monkeypatch):
 
 
 def test_notebooks_declare_their_parameters():
-    """Notebook 01 reads the KernelBench data (its ``kernelbench_dir`` parameter); notebooks 02-04 read only records."""
+    """Notebook 01 reads the KernelBench data (its ``kernelbench_dir`` parameter); notebooks 02-05 read only records."""
     declared = study_config.declared_parameters(REPO / "notebooks" / "01_kernelbench_level1.py")
     assert declared["kernelbench_dir"] == "../shared/kernelbench" and "records_dirs" in declared
-    for name in ("02_correctness_audit.py", "03_addressable_fraction.py", "04_dlrm_bench.py"):
+    for name in ("02_correctness_audit.py", "03_addressable_fraction.py", "04_dlrm_bench.py", "05_end_to_end.py"):
         assert "kernelbench_dir" not in study_config.declared_parameters(REPO / "notebooks" / name)
 
 

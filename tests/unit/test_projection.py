@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from support.committed import committed_records
 
-from kbstudy.analysis import profiles
+from kbstudy.analysis import profiles, scoring
 from kbstudy.analysis import projection as P
 from kbstudy.harness.kernel_classes import CATEGORIES, classify_kernel, inductor_category
 from kbstudy.harness.problems import CATEGORY_RULES
@@ -130,8 +130,6 @@ def test_the_issues_numbers_from_the_committed_leaderboard():
 
 
 def test_expert_rates_and_projection_from_the_committed_records():
-    from kbstudy.analysis import scoring
-
     lb = load_frames([committed_records("kernelbench/h200/leaderboard", file="evaluations.jsonl")],
                      first_attempts=True).evaluations
     margin = scoring.noise_margins(lb)["NVIDIA H200"]

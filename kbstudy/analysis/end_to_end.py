@@ -1,0 +1,263 @@
+"""What notebook 5 shows beside the projection: eager against production profiles, measured substitutions, and the
+projected saving against the measured one, per workload.
+
+* :func:`setup_comparison`: the addressable fraction and shares of each workload profiled eager and in the production
+  setup (``torch.compile``, :mod:`kbstudy.profiling.production`), the eager folder named as the baseline.
+* :func:`load_substitution_records`: the records ``kbstudy substitute`` writes (JSONL under
+  ``outputs/records/substitution/<hardware>/<purpose>/``), read tolerantly: nested fields are flattened
+  (``baseline_ms: {median, ci_low, ci_high}`` and ``baseline_ms_median`` read the same), a missing field is NaN, an
+  absent folder or file gives an empty frame with :data:`MEASURED_COLUMNS`.
+* :func:`projected_vs_measured`: each measured (workload, setup, kernel source) beside its projection and the Amdahl
+  bound, the difference in percentage points.
+* :func:`answer`: the short answer to the paper's question, every number computed from the tables.
+
+Pure pandas; matplotlib only inside :func:`plot_projected_vs_measured`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from kbstudy.profiling.addressable import DEFAULT_RULE, summarize
+
+#: Columns of :func:`load_substitution_records`.
+MEASURED_COLUMNS = ["workload", "config", "mode", "kernel_source", "baseline_ms", "baseline_ms_ci_low",
+                    "baseline_ms_ci_high", "substituted_ms", "substituted_ms_ci_low", "substituted_ms_ci_high",
+                    "saving", "places_substituted", "places_not_applicable", "not_applicable_reasons", "e2e_rel_l2",
+                    "source_file"]
+#: Values of ``kernel_source`` and how tables name them.
+KERNEL_SOURCES = {"llm": "LLM-written", "expert": "expert-written"}
+
+
+def _first(row: dict, names: Sequence[str]):
+    for n in names:
+        v = row.get(n)
+        if v is not None and not (isinstance(v, float) and math.isnan(v)):
+            return v
+    return None
+
+
+def _number(v) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def _interval(row: dict, stem: str) -> tuple[float, float]:
+    ci = _first(row, [f"{stem}_ci", f"{stem}_ci95"])
+    if isinstance(ci, (list, tuple)) and len(ci) == 2:
+        return _number(ci[0]), _number(ci[1])
+    return (_number(_first(row, [f"{stem}_ci_low", f"{stem}_low", f"{stem}_q_low"])),
+            _number(_first(row, [f"{stem}_ci_high", f"{stem}_high", f"{stem}_q_high"])))
+
+
+def _places(value) -> tuple[float, str]:
+    """A count and the reasons of a ``places_*`` field: a number, a list (of places, or of ``{reason: ...}``) or a
+    mapping reason -> count."""
+    if value is None:
+        return math.nan, ""
+    if isinstance(value, (int, float)):
+        return float(value), ""
+    if isinstance(value, dict):
+        return float(sum(v if isinstance(v, (int, float)) else 1 for v in value.values())), "; ".join(map(str, value))
+    if isinstance(value, list):
+        reasons = [str(v.get("reason", v)) if isinstance(v, dict) else str(v) for v in value]
+        return float(len(value)), "; ".join(sorted(set(reasons)))
+    return math.nan, str(value)
+
+
+def _flat(record: dict, prefix: str = "") -> dict:
+    out = {}
+    for k, v in record.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and not key.startswith("places_"):
+            out.update(_flat(v, key + "_"))
+            if "median" in v:
+                out[key] = v["median"]
+        else:
+            out[key] = v
+    return out
+
+
+def load_substitution_records(folders: Sequence[str | os.PathLike]) -> pd.DataFrame:
+    """Every substitution record of the ``*.jsonl`` files under ``folders`` (recursively), one row each, in
+    :data:`MEASURED_COLUMNS`. ``saving`` is the record's, else 1 - substituted/baseline. Lines that are not JSON
+    objects are skipped; folders that do not exist hold nothing."""
+    rows = []
+    for folder in folders:
+        folder = Path(folder)
+        for path in sorted(folder.rglob("*.jsonl")) if folder.is_dir() else []:
+            for line in path.read_text().splitlines():
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if not isinstance(rec, dict) or "workload" not in rec:
+                    continue
+                r = _flat(rec)
+                base, sub = _number(_first(r, ["baseline_ms", "baseline_ms_median"])), _number(
+                    _first(r, ["substituted_ms", "substituted_ms_median"]))
+                saving = _number(_first(r, ["saving", "saving_median"]))
+                if math.isnan(saving) and base > 0 and sub > 0:
+                    saving = 1.0 - sub / base
+                n_sub, _ = _places(rec.get("places_substituted"))
+                n_na, reasons = _places(rec.get("places_not_applicable"))
+                rows.append({"workload": str(rec["workload"]), "config": r.get("config") or r.get("setup") or "eager",
+                             "mode": r.get("mode"), "kernel_source": r.get("kernel_source"),
+                             "baseline_ms": base, **dict(zip(("baseline_ms_ci_low", "baseline_ms_ci_high"),
+                                                             _interval(r, "baseline_ms"))),
+                             "substituted_ms": sub, **dict(zip(("substituted_ms_ci_low", "substituted_ms_ci_high"),
+                                                               _interval(r, "substituted_ms"))),
+                             "saving": saving, "places_substituted": n_sub, "places_not_applicable": n_na,
+                             "not_applicable_reasons": reasons, "e2e_rel_l2": _number(r.get("e2e_rel_l2")),
+                             "source_file": path.name})
+    return pd.DataFrame(rows, columns=MEASURED_COLUMNS)
+
+
+def workload_name(key: str) -> str:
+    """``"gpt2_train@small"`` -> ``"gpt2_train"``."""
+    return str(key).split("@", 1)[0]
+
+
+def setup_comparison(profiles: dict[str, tuple[pd.DataFrame, pd.DataFrame]], keys: Sequence[str],
+                     rule=DEFAULT_RULE) -> pd.DataFrame:
+    """Per workload key and setup (``profiles``: setup -> ``(kernels, workloads)`` of
+    :func:`kbstudy.analysis.profiles.load_profile_records`): addressable fraction, GEMM+attention share, the share
+    in Inductor's Triton kernels, the kernel time and the step time (ms). Workloads a setup lacks are left out."""
+    rows = []
+    for setup, (kernels, workloads) in profiles.items():
+        ok = workloads[(workloads["status"] == "ok") & workloads["workload_key"].isin(keys)]
+        present = [k for k in keys if k in set(ok["workload_key"])]
+        if not present:
+            continue
+        k = kernels[kernels["workload_key"].isin(present)]
+        s = summarize(k, ok, rule=rule).reindex(present)
+        triton = (k[k["category"] == "triton"].groupby("workload_key")["time_us_per_step"].sum()
+                  / k.groupby("workload_key")["time_us_per_step"].sum()).reindex(present).fillna(0.0)
+        for key in present:
+            rows.append({"workload_key": key, "setup": setup, "addressable_fraction": s.loc[key, "addressable_fraction"],
+                         "gemm_attention_share": s.loc[key, "gemm_attention_share"], "triton_share": triton[key],
+                         "kernel_ms": s.loc[key, "kernel_us_per_step"] / 1e3 if "kernel_us_per_step" in s else np.nan,
+                         "step_ms": s.loc[key, "step_ms_median"] if "step_ms_median" in s else np.nan})
+    return pd.DataFrame(rows, columns=["workload_key", "setup", "addressable_fraction", "gemm_attention_share",
+                                       "triton_share", "kernel_ms", "step_ms"])
+
+
+def projected_vs_measured(projections: dict[tuple[str, str], pd.DataFrame], measured: pd.DataFrame) -> pd.DataFrame:
+    """Each projected workload (``projections``: ``(setup, kernel_source)`` -> :func:`kbstudy.analysis.projection.
+    workload_projection`) with its measured saving where a record exists: ``projected_of_step`` (per category, as a
+    share of the step time), ``projected_of_kernels``, ``amdahl_bound``, ``measured_saving`` with the record's step
+    times, the places substituted and not applicable, and ``difference_pp`` (measured - projected, percentage
+    points). Several records of one (workload, setup, source, mode) keep the last."""
+    m = measured.assign(workload=measured["workload"].map(workload_name))
+    m = m.drop_duplicates(["workload", "config", "kernel_source", "mode"], keep="last")
+    rows = []
+    for (setup, source), proj in projections.items():
+        for key, p in proj.iterrows():
+            name = workload_name(key)
+            hit = m[(m["workload"] == name) & (m["config"] == setup) & (m["kernel_source"] == source)]
+            rec = hit.iloc[-1] if len(hit) else None
+            projected = p["saving_by_category_of_step"]
+            projected = p["saving_by_category"] if pd.isna(projected) else projected
+            measured_saving = rec["saving"] if rec is not None else np.nan
+            rows.append({"workload_key": key, "setup": setup, "kernel_source": KERNEL_SOURCES.get(source, source),
+                         "f": p["f"], "amdahl_bound": p["amdahl_bound"],
+                         "projected_of_kernels": p["saving_by_category"], "projected_of_step": projected,
+                         "measured_saving": measured_saving,
+                         "baseline_ms": rec["baseline_ms"] if rec is not None else np.nan,
+                         "substituted_ms": rec["substituted_ms"] if rec is not None else np.nan,
+                         "places_substituted": rec["places_substituted"] if rec is not None else np.nan,
+                         "places_not_applicable": rec["places_not_applicable"] if rec is not None else np.nan,
+                         "not_applicable_reasons": rec["not_applicable_reasons"] if rec is not None else "",
+                         "difference_pp": 100 * (measured_saving - projected)})
+    return pd.DataFrame(rows)
+
+
+def _pct(x: float) -> str:
+    return "-" if x is None or not np.isfinite(x) else f"{100 * x:.1f}%"
+
+
+def _span(values: pd.Series) -> str:
+    v = values.dropna()
+    if not len(v):
+        return "-"
+    return _pct(v.min()) if math.isclose(v.min(), v.max(), abs_tol=5e-4) else f"{_pct(v.min())}-{_pct(v.max())}"
+
+
+def answer(llm: pd.DataFrame, llm_rates: pd.DataFrame, compile_rates: pd.DataFrame | None,
+           expert: pd.DataFrame | None, comparison: pd.DataFrame, hardware: str) -> str:
+    """One paragraph: what fraction of real step time LLM-written kernels reach, projected and measured, on which
+    workloads, under which baseline; every number from the tables (``llm``/``expert``: workload projections;
+    ``llm_rates``/``compile_rates``: :func:`kbstudy.analysis.projection.kernel_category_rates` against eager and
+    against ``torch.compile``; ``comparison``: :func:`projected_vs_measured`)."""
+    if not len(llm):
+        return "No workload profile in the records: nothing to project."
+    pooled = llm_rates.set_index("kernel_category").loc["all"]
+    median = (f"median {pooled['median_speedup']:.2f}x among them" if np.isfinite(pooled["median_speedup"])
+              else "no median without a win")
+    parts = [f"On {hardware}, {int(pooled['wins'])} of {int(pooled['n'])} LLM-written level-1 kernels are verified "
+             f"wins over eager PyTorch ({median})."]
+    by_dom = []
+    for dom, g in llm.groupby("domain", sort=False):
+        step = g["saving_by_category_of_step"]
+        by_dom.append(f"{_span(g['saving_by_category'])} of kernel time on the {dom} workloads"
+                      + (f" ({_span(step)} of step time)" if step.notna().any() else ""))
+    parts.append("With the paper's formula per kernel category (f_c x p_win,c x (1 - 1/s_c)), they would save "
+                 + "; ".join(by_dom) + f" (pooled, f x p_win x (1 - 1/s): {_span(llm['saving_pooled'])}), against the "
+                 "paper's 8.63% on its recommender and about 1% on transformers.")
+    if compile_rates is not None and len(compile_rates):
+        c = compile_rates.set_index("kernel_category").loc["all"]
+        parts.append(f"Against torch.compile, the baseline of the production setup, {int(c['wins'])} of "
+                     f"{int(c['n'])} are verified wins, so the projection there is "
+                     + ("0." if int(c["wins"]) == 0 else "smaller still."))
+    if expert is not None and len(expert):
+        step = expert["saving_by_category_of_step"]
+        parts.append(f"Expert-written kernels (our DLRM-Bench Triton kernels, not LLM-written) would save "
+                     f"{_span(expert['saving_by_category'])} of DLRM-DCNv2's kernel time"
+                     + (f" ({_span(step)} of its step time)." if step.notna().any() else "."))
+    measured = comparison[comparison["measured_saving"].notna()] if len(comparison) else comparison
+    if len(measured):
+        parts.append("Measured by substitution: " + "; ".join(
+            f"{r.workload_key} ({r.setup}, {r.kernel_source}) {_pct(r.measured_saving)} against "
+            f"{_pct(r.projected_of_step)} projected" for r in measured.itertuples()) + ".")
+    else:
+        parts.append("No substitution has been measured yet: the measured column is empty.")
+    return " ".join(parts)
+
+
+def plot_projected_vs_measured(comparison: pd.DataFrame, title: str):
+    """Horizontal bars per (workload, setup, kernel source): the projected saving (share of step time, per category)
+    and the measured one where a record exists (hatched). Returns the matplotlib figure."""
+    import matplotlib.pyplot as plt  # the notebooks extra: the tables above need no matplotlib
+
+    labels = [f"{r.workload_key} | {r.setup} | {r.kernel_source}" for r in comparison.itertuples()]
+    y = np.arange(len(labels))
+    fig, ax = plt.subplots(figsize=(8, 0.38 * len(labels) + 1.8))
+    ax.barh(y - 0.2, comparison["projected_of_step"].fillna(0.0), height=0.4, color="C0", label="projected")
+    measured = comparison["measured_saving"]
+    ax.barh(y + 0.2, measured.fillna(0.0), height=0.4, color="C1", hatch="//", label="measured")
+    for yi, v in zip(y, measured):
+        if pd.isna(v):
+            ax.annotate("not measured", (0, yi + 0.2), xytext=(3, 0), textcoords="offset points", va="center",
+                        fontsize=6, color="0.4")
+    ax.set_yticks(y, labels, fontsize=7)
+    ax.invert_yaxis()
+    ax.axvline(0, color="0.3", lw=0.8)
+    ax.set_xlabel("saving, share of step time")
+    ax.xaxis.set_major_formatter(plt.FuncFormatter(lambda v, _: f"{100 * v:.0f}%"))
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=7, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+__all__ = ["MEASURED_COLUMNS", "KERNEL_SOURCES", "load_substitution_records", "workload_name", "setup_comparison",
+           "projected_vs_measured", "answer", "plot_projected_vs_measured"]
