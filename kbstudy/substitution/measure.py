@@ -29,6 +29,7 @@ import torch._inductor.config
 
 from kbstudy.harness.timing_stats import speedup_interval, summarize
 from kbstudy.profiling import workloads
+from kbstudy.profiling.production import apply_setup
 from kbstudy.records import provenance
 from kbstudy.substitution.adapters import module_adapters
 from kbstudy.substitution.check import end_to_end_check
@@ -43,12 +44,12 @@ WORKER_TIMEOUT_S = 420
 
 
 def apply_config(workload, config: str) -> None:
-    """``production``: ``torch.compile`` of the model (default mode) through ``nn.Module.compile``, which leaves
-    instance ``forward`` attributes (module places) free; ``eager``: nothing."""
-    if config == "production":
-        workload.model.compile()
-    elif config != "eager":
+    """The profiles' setups (:func:`kbstudy.profiling.production.apply_setup`): ``production`` compiles the model in
+    place with ``nn.Module.compile`` (DLRM: its dense part), which leaves instance ``forward`` attributes (module
+    places) free; ``eager`` leaves it as built."""
+    if config not in CONFIGS:
         raise ValueError(f"unknown config {config!r}; expected one of {CONFIGS}")
+    apply_setup(workload, config, workloads.WORKLOADS[workload.name].compile_targets)
 
 
 @contextlib.contextmanager
