@@ -172,7 +172,7 @@ if len(expert):
 measured = e2e.load_substitution_records([project_path(d) for d in substitution_dirs])
 measured.to_csv(tables_dir / "measured.csv", index=False)
 if len(measured):
-    show(measured.drop(columns="source_file"), caption="Measured substitutions")
+    show(measured, caption="Measured substitutions")
 else:
     print("no measured records" + (f" under {', '.join(substitution_dirs)}" if substitution_dirs else ""))
 

@@ -4,9 +4,8 @@ projected saving against the measured one, per workload.
 * :func:`setup_comparison`: the addressable fraction and shares of each workload profiled eager and in the production
   setup (``torch.compile``, :mod:`kbstudy.profiling.production`), the eager folder named as the baseline.
 * :func:`load_substitution_records`: the records ``kbstudy substitute`` writes (JSONL under
-  ``outputs/records/substitution/<hardware>/<purpose>/``), read tolerantly: nested fields are flattened
-  (``baseline_ms: {median, ci_low, ci_high}`` and ``baseline_ms_median`` read the same), a missing field is NaN, an
-  absent folder or file gives an empty frame with :data:`MEASURED_COLUMNS`.
+  ``outputs/records/substitution/<hardware>/<purpose>/``) through :mod:`kbstudy.substitution.store`, the newest
+  record of each case, with its outcome, step times, places and worst end-to-end error.
 * :func:`projected_vs_measured`: each measured (workload, setup, kernel source) beside its projection and the Amdahl
   bound, the difference in percentage points.
 * :func:`answer`: the short answer to the paper's question, every number computed from the tables.
@@ -16,110 +15,61 @@ Pure pandas; matplotlib only inside :func:`plot_projected_vs_measured`.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from kbstudy.profiling.addressable import DEFAULT_RULE, summarize
+from kbstudy.substitution import store as substitution_store
 
 #: Columns of :func:`load_substitution_records`.
-MEASURED_COLUMNS = ["workload", "config", "mode", "kernel_source", "baseline_ms", "baseline_ms_ci_low",
+MEASURED_COLUMNS = ["workload", "config", "mode", "kernel_source", "outcome", "baseline_ms", "baseline_ms_ci_low",
                     "baseline_ms_ci_high", "substituted_ms", "substituted_ms_ci_low", "substituted_ms_ci_high",
                     "saving", "places_substituted", "places_not_applicable", "not_applicable_reasons", "e2e_rel_l2",
-                    "source_file"]
+                    "hardware"]
 #: Values of ``kernel_source`` and how tables name them.
 KERNEL_SOURCES = {"llm": "LLM-written", "expert": "expert-written"}
 
 
-def _first(row: dict, names: Sequence[str]):
-    for n in names:
-        v = row.get(n)
-        if v is not None and not (isinstance(v, float) and math.isnan(v)):
-            return v
-    return None
-
-
-def _number(v) -> float:
-    try:
-        return float(v)
-    except (TypeError, ValueError):
-        return math.nan
-
-
-def _interval(row: dict, stem: str) -> tuple[float, float]:
-    ci = _first(row, [f"{stem}_ci", f"{stem}_ci95"])
-    if isinstance(ci, (list, tuple)) and len(ci) == 2:
-        return _number(ci[0]), _number(ci[1])
-    return (_number(_first(row, [f"{stem}_ci_low", f"{stem}_low", f"{stem}_q_low"])),
-            _number(_first(row, [f"{stem}_ci_high", f"{stem}_high", f"{stem}_q_high"])))
-
-
-def _places(value) -> tuple[float, str]:
-    """A count and the reasons of a ``places_*`` field: a number, a list (of places, or of ``{reason: ...}``) or a
-    mapping reason -> count."""
-    if value is None:
-        return math.nan, ""
-    if isinstance(value, (int, float)):
-        return float(value), ""
-    if isinstance(value, dict):
-        return float(sum(v if isinstance(v, (int, float)) else 1 for v in value.values())), "; ".join(map(str, value))
-    if isinstance(value, list):
-        reasons = [str(v.get("reason", v)) if isinstance(v, dict) else str(v) for v in value]
-        return float(len(value)), "; ".join(sorted(set(reasons)))
-    return math.nan, str(value)
-
-
-def _flat(record: dict, prefix: str = "") -> dict:
-    out = {}
-    for k, v in record.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict) and not key.startswith("places_"):
-            out.update(_flat(v, key + "_"))
-            if "median" in v:
-                out[key] = v["median"]
-        else:
-            out[key] = v
-    return out
+def _worst_rel_l2(value) -> float:
+    """The largest of a record's end-to-end relative L2 errors (outputs, loss, gradients); NaN when none was taken."""
+    found = [float(v) for v in (value or {}).values() if v is not None] if isinstance(value, dict) else []
+    return max(found) if found else math.nan
 
 
 def load_substitution_records(folders: Sequence[str | os.PathLike]) -> pd.DataFrame:
-    """Every substitution record of the ``*.jsonl`` files under ``folders`` (recursively), one row each, in
-    :data:`MEASURED_COLUMNS`. ``saving`` is the record's, else 1 - substituted/baseline. Lines that are not JSON
-    objects are skipped; folders that do not exist hold nothing."""
+    """The newest substitution record of each (workload, setup, kernel source, hardware) in ``folders``
+    (:func:`kbstudy.substitution.store.load_substitutions`), one row each in :data:`MEASURED_COLUMNS`. ``saving`` is
+    the record's ``saving_fraction``; a case whose kernels apply nowhere (``nothing_applicable``) saves 0 by
+    definition, and one the end-to-end check refused (``check_failed``) contributes nothing either, so it saves 0
+    too (its ``outcome`` says why). Absent folders hold nothing."""
+    frame = substitution_store.load_substitutions(list(folders))
+    if frame.empty:
+        return pd.DataFrame(columns=MEASURED_COLUMNS)
+    latest = {(r.get("workload"), r.get("config"), r.get("kernel_source"), r.get("hardware")): r
+              for r in sorted(substitution_store.iter_records(list(folders)), key=lambda r: r.get("created_utc") or "")}
     rows = []
-    for folder in folders:
-        folder = Path(folder)
-        for path in sorted(folder.rglob("*.jsonl")) if folder.is_dir() else []:
-            for line in path.read_text().splitlines():
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if not isinstance(rec, dict) or "workload" not in rec:
-                    continue
-                r = _flat(rec)
-                base, sub = _number(_first(r, ["baseline_ms", "baseline_ms_median"])), _number(
-                    _first(r, ["substituted_ms", "substituted_ms_median"]))
-                saving = _number(_first(r, ["saving", "saving_median"]))
-                if math.isnan(saving) and base > 0 and sub > 0:
-                    saving = 1.0 - sub / base
-                n_sub, _ = _places(rec.get("places_substituted"))
-                n_na, reasons = _places(rec.get("places_not_applicable"))
-                rows.append({"workload": str(rec["workload"]), "config": r.get("config") or r.get("setup") or "eager",
-                             "mode": r.get("mode"), "kernel_source": r.get("kernel_source"),
-                             "baseline_ms": base, **dict(zip(("baseline_ms_ci_low", "baseline_ms_ci_high"),
-                                                             _interval(r, "baseline_ms"))),
-                             "substituted_ms": sub, **dict(zip(("substituted_ms_ci_low", "substituted_ms_ci_high"),
-                                                               _interval(r, "substituted_ms"))),
-                             "saving": saving, "places_substituted": n_sub, "places_not_applicable": n_na,
-                             "not_applicable_reasons": reasons, "e2e_rel_l2": _number(r.get("e2e_rel_l2")),
-                             "source_file": path.name})
-    return pd.DataFrame(rows, columns=MEASURED_COLUMNS)
+    for _, row in frame.iterrows():
+        rec = latest[(row["workload"], row["config"], row["kernel_source"], row["hardware"])]
+        reasons = sorted({p.get("reason", "") for p in rec.get("places_not_applicable") or []})
+        saving = rec.get("saving_fraction")
+        if saving is None and rec.get("outcome") == "check_failed":
+            saving = 0.0
+        rows.append({"workload": row["workload"], "config": row["config"], "mode": rec.get("mode"),
+                     "kernel_source": row["kernel_source"], "outcome": rec.get("outcome"),
+                     "baseline_ms": row["baseline_ms_median"], "baseline_ms_ci_low": row["baseline_ms_ci_low"],
+                     "baseline_ms_ci_high": row["baseline_ms_ci_high"], "substituted_ms": row["substituted_ms_median"],
+                     "substituted_ms_ci_low": row["substituted_ms_ci_low"],
+                     "substituted_ms_ci_high": row["substituted_ms_ci_high"],
+                     "saving": math.nan if saving is None else float(saving),
+                     "places_substituted": row["n_places_substituted"],
+                     "places_not_applicable": row["n_places_not_applicable"],
+                     "not_applicable_reasons": "; ".join(r for r in reasons if r),
+                     "e2e_rel_l2": _worst_rel_l2(rec.get("e2e_rel_l2")), "hardware": row["hardware"]})
+    return pd.DataFrame(rows, columns=MEASURED_COLUMNS).astype({c: float for c in MEASURED_COLUMNS if c.endswith(("_ms", "_low", "_high"))})
 
 
 def workload_name(key: str) -> str:

@@ -19,6 +19,7 @@ pytest.importorskip("jupytext")
 
 from support.committed import committed_records  # noqa: E402
 
+from kbstudy.analysis import end_to_end as e2e  # noqa: E402
 from kbstudy.analysis import profiles  # noqa: E402
 from kbstudy.analysis import projection as proj  # noqa: E402
 from kbstudy.records.frames import load_frames  # noqa: E402
@@ -51,23 +52,12 @@ def _printed(ipynb: Path) -> str:
 
 @pytest.fixture(scope="module")
 def h200(tmp_path_factory):
-    """Rendered with the GPU params (the committed H200 records) and a substitution folder of two records."""
-    for folder in ("kernelbench/h200/leaderboard", "dlrm_bench/h200/final", "profiles/h200/eager"):
+    """Rendered with the GPU params: the H200 leaderboard and DLRM-Bench records, the H100 profiles (eager and
+    production) and the H100 substitution records."""
+    for folder in ("kernelbench/h200/leaderboard", "dlrm_bench/h200/final", "profiles/h100/eager",
+                   "profiles/h100/production", "substitution/h100/first"):
         committed_records(folder)
-    tmp = tmp_path_factory.mktemp("nb05")
-    subs = tmp / "substitution" / "h100" / "fixture"
-    subs.mkdir(parents=True)
-    records = [
-        {"workload": "gpt2_train", "config": "eager", "mode": "train", "kernel_source": "llm",
-         "baseline_ms": {"median": 40.0, "ci_low": 39.5, "ci_high": 40.5},
-         "substituted_ms": {"median": 39.6, "ci_low": 39.1, "ci_high": 40.1}, "places_substituted": 12,
-         "places_not_applicable": [{"place": "h.0.ln_1", "reason": "dtype bf16 not verified"}], "e2e_rel_l2": 1e-6},
-        {"workload": "dlrm_dcnv2_train", "config": "eager", "mode": "train", "kernel_source": "expert",
-         "baseline_ms_median": 39.0, "substituted_ms_median": 30.0, "saving": 0.2308, "places_substituted": 26,
-         "places_not_applicable": 0},
-    ]
-    (subs / "substitutions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    return _render(tmp, "h200", substitution_dirs=[str(subs)])
+    return _render(tmp_path_factory.mktemp("nb05"), "h200")
 
 
 def test_tables_equal_the_package_on_the_same_records(h200):
@@ -77,7 +67,7 @@ def test_tables_equal_the_package_on_the_same_records(h200):
     pd.testing.assert_frame_equal(pd.read_csv(out / "tables" / "kernel_category_rates.csv"),
                                   pd.read_csv(pd.io.common.StringIO(rates.to_csv(index=False))))
     kernels, workloads = profiles.load_profile_records(
-        committed_records("profiles/h200/eager"), supplementary=[committed_records("profiles/h200/eager-kernel-tables")])
+        committed_records("profiles/h100/eager"))
     seven = list(workloads.loc[(workloads["status"] == "ok") & (workloads["role"] == "seven"), "workload_key"])
     expected = proj.workload_projection(proj.category_projection(kernels, workloads, rates, keys=seven), rates, workloads)
     got = pd.read_csv(out / "tables" / "projection.csv", index_col="workload_key")
@@ -85,20 +75,29 @@ def test_tables_equal_the_package_on_the_same_records(h200):
     assert got["saving_by_category"].to_numpy() == pytest.approx(expected["saving_by_category"].to_numpy())
     assert got["saving_pooled"].to_numpy() == pytest.approx(expected["saving_pooled"].to_numpy())
     text = _printed(ipynb)
-    assert "31 of 264" in text and "production setup: not yet measured" in text
+    assert "31 of 264" in text and "production setup: not yet measured" not in text
     assert "expert-written" in (out / "tables" / "projection_expert.csv").read_text()
 
 
 def test_measured_records_are_read_and_set_beside_the_projection(h200):
+    """The committed H100 substitutions: LLM-written kernels apply nowhere (saving 0), the expert EmbeddingBag kernel
+    is timed in DLRM inference and refused by the end-to-end check in training."""
     _, out = h200
     measured = pd.read_csv(out / "tables" / "measured.csv")
-    assert list(measured["workload"]) == ["gpt2_train", "dlrm_dcnv2_train"]
-    assert measured.loc[0, "saving"] == pytest.approx(0.01) and measured.loc[0, "places_not_applicable"] == 1
-    assert measured.loc[0, "baseline_ms_ci_low"] == 39.5 and "dtype" in measured.loc[0, "not_applicable_reasons"]
+    expected = e2e.load_substitution_records([committed_records("substitution/h100/first")])
+    assert len(measured) == len(expected) == 18
+    llm = measured[measured["kernel_source"] == "llm"]
+    assert set(llm["outcome"]) == {"nothing_applicable"} and (llm["saving"] == 0).all()
+    assert llm["not_applicable_reasons"].str.contains("verified for float32 only").any()
+    infer = measured[(measured["workload"] == "dlrm_dcnv2_infer") & (measured["kernel_source"] == "expert")]
+    assert set(infer["outcome"]) == {"timed"} and (infer["saving"] > 0.2).all()
+    assert (infer["baseline_ms_ci_low"] <= infer["baseline_ms"]).all()
+    train = measured[(measured["workload"] == "dlrm_dcnv2_train") & (measured["kernel_source"] == "expert")]
+    assert set(train["outcome"]) == {"check_failed"} and (train["e2e_rel_l2"] > 0.02).all()
     both = pd.read_csv(out / "tables" / "projected_vs_measured.csv")
-    row = both[(both["workload_key"] == "dlrm_dcnv2_train@mlperf") & (both["kernel_source"] == "expert-written")]
-    assert row["measured_saving"].iloc[0] == pytest.approx(0.2308)
-    assert both["measured_saving"].notna().sum() == 2
+    row = both[(both["workload_key"] == "dlrm_dcnv2_infer@mlperf") & (both["kernel_source"] == "expert-written")
+               & (both["setup"] == "eager")]
+    assert row["measured_saving"].iloc[0] == pytest.approx(infer.loc[infer["config"] == "eager", "saving"].iloc[0])
     assert "Measured by substitution" in (out / "tables" / "answer.txt").read_text()
 
 

@@ -4,7 +4,6 @@ against measured, and the answer's numbers."""
 from __future__ import annotations
 
 import json
-import math
 
 import pandas as pd
 import pytest
@@ -15,35 +14,30 @@ from kbstudy.analysis import profiles
 from kbstudy.analysis import projection as proj
 
 
-def _write(folder, records):
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "records.jsonl").write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records))
-
-
-def test_substitution_records_are_read_in_every_form(tmp_path):
-    _write(tmp_path / "a", [
-        {"workload": "bert_infer", "config": "production", "mode": "infer", "kernel_source": "llm",
-         "baseline_ms": {"median": 10.0, "ci": [9.8, 10.2]}, "substituted_ms": {"median": 10.5, "ci": [10.3, 10.7]},
-         "places_substituted": ["encoder.0.ln"], "places_not_applicable": {"float32-only kernel in bf16": 3},
-         "e2e_rel_l2": 2e-3},
-        "not json",
-        {"no_workload": True},
-    ])
-    _write(tmp_path / "b" / "deeper", [
-        {"workload": "gpt2_train@small", "kernel_source": "llm", "baseline_ms_median": 40.0,
-         "baseline_ms_ci_low": 39.0, "baseline_ms_ci_high": 41.0, "substituted_ms_median": 38.0, "saving": 0.05,
-         "places_substituted": 4, "places_not_applicable": [{"place": "x", "reason": "shape not verified"},
-                                                            {"place": "y", "reason": "shape not verified"}]},
-    ])
-    m = e2e.load_substitution_records([tmp_path / "a", tmp_path / "b", tmp_path / "absent"])
-    assert list(m.columns) == e2e.MEASURED_COLUMNS and len(m) == 2
-    a, b = m.iloc[0], m.iloc[1]
-    assert (a["baseline_ms"], a["baseline_ms_ci_low"], a["substituted_ms_ci_high"]) == (10.0, 9.8, 10.7)
-    assert a["saving"] == pytest.approx(-0.05) and a["places_substituted"] == 1 and a["places_not_applicable"] == 3
-    assert "float32-only" in a["not_applicable_reasons"] and a["config"] == "production"
-    assert b["config"] == "eager" and b["saving"] == 0.05 and b["baseline_ms_ci_high"] == 41.0
-    assert b["places_not_applicable"] == 2 and b["not_applicable_reasons"] == "shape not verified"
-    assert math.isnan(b["e2e_rel_l2"])
+def test_substitution_records_are_read_from_the_store(tmp_path):
+    """The committed H100 records, one row per case; a later record of a case replaces the earlier one."""
+    folder = committed_records("substitution/h100/first", file="substitutions.jsonl")
+    m = e2e.load_substitution_records([folder, tmp_path / "absent"])
+    assert list(m.columns) == e2e.MEASURED_COLUMNS and len(m) == 18
+    assert set(m["outcome"]) == {"timed", "nothing_applicable", "check_failed"}
+    timed = m[m["outcome"] == "timed"]
+    assert ((timed["baseline_ms_ci_low"] <= timed["baseline_ms"]) & (timed["baseline_ms"] <= timed["baseline_ms_ci_high"])).all()
+    # the record's saving is 1 - 1/speedup of the medians' ratio; the step medians give it within a few percent
+    assert timed["saving"].to_numpy() == pytest.approx((1 - timed["substituted_ms"] / timed["baseline_ms"]).to_numpy(),
+                                                       rel=0.05)
+    assert (m.loc[m["outcome"] != "timed", "saving"] == 0).all()
+    assert m.loc[m["outcome"] == "check_failed", "e2e_rel_l2"].gt(0.02).all()
+    assert m.loc[m["outcome"] == "timed", "places_substituted"].eq(1).all()
+    lines = (folder / "substitutions.jsonl").read_text().splitlines()
+    newer = json.loads(lines[1])
+    newer.update(created_utc="2999-01-01T00:00:00+00:00", saving_fraction=0.5)
+    (tmp_path / "later").mkdir()
+    (tmp_path / "later" / "substitutions.jsonl").write_text(json.dumps(newer) + "\n")
+    m2 = e2e.load_substitution_records([folder, tmp_path / "later"])
+    assert len(m2) == 18
+    row = m2[(m2["workload"] == newer["workload"]) & (m2["config"] == newer["config"])
+             & (m2["kernel_source"] == newer["kernel_source"])]
+    assert row["saving"].iloc[0] == 0.5
     assert e2e.load_substitution_records([]).empty
 
 
