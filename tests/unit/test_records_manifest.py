@@ -39,7 +39,7 @@ def test_manifest_lists_exactly_the_folders_on_disk():
     assert len(listed) == len(set(listed)), "a folder is listed twice"
     assert set(listed) == _folders_on_disk()
     # nothing but the three-level layout and its manifest directly under outputs/records
-    assert sorted(p.name for p in RECORDS.iterdir()) == ["MANIFEST.md", "dlrm_bench", "kernelbench", "profiles"]
+    assert sorted(p.name for p in RECORDS.iterdir()) == ["MANIFEST.md", "dlrm_bench", "kernelbench", "profiles", "substitution"]
 
 
 def test_every_record_folder_has_a_readme():
