@@ -277,7 +277,7 @@ class CandidateWorker:
             del shared
             # plain tensors (a subclass defined by the candidate cannot be unpickled in the reference process)
             checked = [(entry, call, [o.as_subclass(torch.Tensor) if isinstance(o, torch.Tensor) else o
-                                      for o in outputs]) for entry, call, outputs in result.checked]
+                                      for o in outputs], mix) for entry, call, outputs, mix in result.checked]
             payload = transfer.pack_shared({"checked": checked})
         except BaseException as exc:  # noqa: BLE001
             self.fail(exc, "run")

@@ -1,0 +1,155 @@
+"""Input values a candidate has never seen: the storage-reuse trial's partly kept values and the timed calls' per-call
+mix. Both sides (the candidate's process and the reference's) build these values with the functions here, so the
+reference's answer is for exactly the inputs the candidate got.
+
+**Storage-reuse trial** (:func:`keep_some`). Trial 1 runs on trial 0's input tensors with new values
+(``kbstudy.harness.child.integrity``, "storage reuse"). A memo keyed on the pointer *plus a few sampled values* (the
+first element, the last, the middle) would see the new values there and recompute. So the reuse trial's inputs keep
+some of trial 0's elements and take the rest from their own draw: the first and last :data:`KEEP_EDGE` elements of
+every tensor (flattened), the elements at ``floor(j n / KEEP_GRID)`` and their neighbours (halves, quarters, ...),
+and a random :data:`KEEP_FRACTION` of the others (generator seeded from the trial's seed). Such a memo then returns
+trial 0's answer and fails as ``stale_output`` (``kbstudy.harness.child.reference.ReferenceSession.verify``). A memo
+that samples k other positions is caught with probability about ``KEEP_FRACTION ** k``. Each element is still a
+draw of the problem's own ``get_inputs()``; a square tensor that is symmetric in both draws (level 1,
+``13_Matmul_for_symmetric_matrices``) keeps a symmetric mask, so it stays symmetric, and zeros both draws share
+(triangular inputs) stay zeros.
+
+**Timed calls** (:func:`mix_into`, :func:`mixed`). The timing pool holds 2-4 input sets (``kbstudy.harness.timing``);
+cycling them repeats values every few calls, so a memo keyed on the inputs' *contents* (a hash, or a sample of values)
+would be timed at the cost of its lookup. Before every call (warm-up, timed, host-check and device-time calls; outside
+the timed region) the floating-point inputs of call ``g`` become ``a + t (b - a)`` with ``a``, ``b`` the pool's entries
+``g mod n`` and ``g + 1 mod n`` and ``t`` drawn per call from :data:`MIX_RANGE` by the operating system's generator,
+so no two calls see the same values. Why this form: it is a convex combination of two draws, so every linear
+property of the problem's inputs holds (symmetric, triangular, probabilities that sum to 1, values in [0, 1)), and it
+is computed as three separate elementwise operations (``b - a``, ``* t``, ``+ a``), each one IEEE rounding, so the
+reference recomputes the checked calls' inputs bit for bit from ``(entry, t)`` on any device and memory alignment
+(a fused ``torch.lerp`` may round differently between vectorised and scalar code paths). Integer and bool inputs are
+the entry's (indices stay valid). Where the two entries hold non-finite or huge values (``b - a`` could overflow),
+elements equal in both keep their value.
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+
+#: Storage-reuse trial: elements kept at each end of every flattened tensor, the grid of kept positions
+#: (``floor(j n / KEEP_GRID)`` and neighbours), and the fraction of the other elements kept at random.
+KEEP_EDGE = 8
+KEEP_GRID = 16
+KEEP_FRACTION = 0.5
+#: Elements per chunk when mixing large tensors (bounds the mask's memory).
+KEEP_CHUNK = 1 << 24
+#: Timed calls: the mixing weight ``t`` of :func:`mix_into` is drawn uniformly from this range (never 0: every call's
+#: values differ from the pool's; at most 1/4: the values stay close to a draw of the problem's own distribution).
+MIX_RANGE = (1.0 / 16, 1.0 / 4)
+
+_SYSTEM_RANDOM = random.SystemRandom()
+
+
+def draw_mix(rng=None) -> float:
+    """A mixing weight from :data:`MIX_RANGE`; ``rng`` (a ``random.Random``) for tests, else the OS's generator, so a
+    candidate cannot predict it."""
+    return (rng or _SYSTEM_RANDOM).uniform(*MIX_RANGE)
+
+
+def _grid_positions(n: int) -> list[int]:
+    """The deterministic kept positions of a flattened tensor of ``n`` elements (module docstring)."""
+    pos = set(range(min(KEEP_EDGE, n))) | set(range(max(0, n - KEEP_EDGE), n))
+    for j in range(KEEP_GRID + 1):
+        centre = (j * n) // KEEP_GRID
+        pos.update(p for p in (centre - 1, centre, centre + 1) if 0 <= p < n)
+    return sorted(pos)
+
+
+def _symmetric(x: torch.Tensor) -> bool:
+    return x.dim() >= 2 and x.shape[-1] == x.shape[-2] and x.shape[-1] > 1 and bool(torch.equal(x, x.mT))
+
+
+def keep_mask(x: torch.Tensor, seed: int) -> torch.Tensor:
+    """The kept elements of a tensor shaped like ``x`` (bool, ``x``'s shape and device; module docstring).
+    Deterministic in ``seed`` on one device."""
+    n = x.numel()
+    gen = torch.Generator(device=x.device).manual_seed(int(seed) % (2**63))
+    mask = torch.rand(n, generator=gen, device=x.device) < KEEP_FRACTION if n <= KEEP_CHUNK else None
+    if mask is None:
+        mask = torch.empty(n, dtype=torch.bool, device=x.device)
+        for start in range(0, n, KEEP_CHUNK):
+            part = mask[start:start + KEEP_CHUNK]
+            part.copy_(torch.rand(part.numel(), generator=gen, device=x.device) < KEEP_FRACTION)
+    if n:
+        mask[torch.tensor(_grid_positions(n), device=x.device)] = True
+    return mask.view(x.shape)
+
+
+def keep_some(previous: list, new: list, seed: int) -> list:
+    """The storage-reuse trial's inputs: ``new`` (its own draw) with the elements of :func:`keep_mask` taken from
+    ``previous`` (the trial before, whose storage it reuses), per tensor of the same shape, dtype and device; other
+    positions are ``new``'s. Returns new tensors; the arguments are not modified."""
+    out = []
+    for k, (a, b) in enumerate(zip(previous, new)):
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+                and a.dtype == b.dtype and a.device == b.device and b.numel()):
+            out.append(b)
+            continue
+        mask = keep_mask(b, seed + k)
+        if _symmetric(a) and _symmetric(b):
+            mask = mask | mask.mT
+        out.append(torch.where(mask, a, b))
+    out.extend(new[len(out):])
+    return out
+
+
+def _unsafe(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """``b - a`` may be non-finite where the mix must keep a value (non-finite or huge inputs)."""
+    big = torch.finfo(a.dtype).max / 4
+    return not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())
+                and float(a.abs().max()) < big and float(b.abs().max()) < big)
+
+
+def mixable(a, b) -> bool:
+    """Whether the inputs at one position of two pool entries are mixed (floating tensors of one shape, dtype and
+    device)."""
+    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.is_floating_point()
+            and a.shape == b.shape and a.dtype == b.dtype and a.device == b.device)
+
+
+def _mix_tensor(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, t: float, unsafe: bool) -> None:
+    out.copy_(b)
+    out.sub_(a)
+    out.mul_(t)
+    out.add_(a)
+    if unsafe:
+        out.copy_(torch.where(a == b, a, out))
+
+
+def mix_into(buffers: list, a: list, b: list, t: float, unsafe: list[bool] | None = None) -> list:
+    """Write the mixed inputs ``a + t (b - a)`` of two pool entries into ``buffers`` (the call's private input
+    buffers, updated in place where a tensor of the same shape, dtype and device is there; replaced by a clone where
+    not). Non-floating tensors and other values are ``a``'s. ``unsafe``: per position, :func:`unsafe_positions`
+    (computed once per pool). Returns ``buffers``."""
+    for k, src in enumerate(a):
+        buf = buffers[k]
+        if not isinstance(src, torch.Tensor):
+            buffers[k] = src
+            continue
+        same = (isinstance(buf, torch.Tensor) and buf.shape == src.shape and buf.dtype == src.dtype
+                and buf.device == src.device)
+        if not same:
+            buf = buffers[k] = src.clone()
+        if mixable(src, b[k]):
+            _mix_tensor(buf, src, b[k], t, bool(unsafe[k]) if unsafe is not None else _unsafe(src, b[k]))
+        elif same:
+            buf.copy_(src)
+    return buffers
+
+
+def unsafe_positions(a: list, b: list) -> list[bool]:
+    """Per input position of two pool entries: whether mixing needs the guard for non-finite or huge values."""
+    return [mixable(x, y) and _unsafe(x, y) for x, y in zip(a, b)]
+
+
+def mixed(a: list, b: list, t: float) -> list:
+    """:func:`mix_into` into fresh tensors: the reference's copy of a timed call's inputs (bit-identical)."""
+    return mix_into([x.clone() if isinstance(x, torch.Tensor) else x for x in a], a, b, t)
