@@ -12,18 +12,20 @@ from __future__ import annotations
 import csv
 import math
 import random
+import statistics
 
 import pytest
 import torch
 from support.adversarial import load_candidates
 from support.helpers import REPO, cpu_config, records_by_config
 
-from kbstudy.harness import fresh_inputs, tensors, timing, timing_stats
+from kbstudy.harness import assemble, fresh_inputs, tensors, timing, timing_stats
 from kbstudy.harness.child.reference import ReferenceSession
 from kbstudy.harness.config import EvalConfig
 from kbstudy.harness.kernel_share import custom_kernel_share, kernel_origin
 from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.problems import scale_source
+from kbstudy.records.schema import EvaluationRecord
 from kbstudy.records.store import RecordStore
 from kbstudy.verdict import checks as verify
 from kbstudy.verdict import trials as variants
@@ -329,6 +331,29 @@ def test_timing_discrepancy_decision():
     assert timing_stats.timing_discrepancy(float("nan"), 1.0) is None
     with pytest.raises(ValueError):
         timing_stats.timing_discrepancy(-1.0, 1.0)
+
+
+def test_a_discrepant_record_gets_no_speedup():
+    """A record whose event timing disagrees with its host-synchronised time is written with no speedup (ratio and
+    interval missing, significance false), whatever its samples say; an agreeing one keeps its speedup."""
+    base = [2.0 + 0.01 * k for k in range(20)]
+    faster = [1.0 + 0.01 * k for k in range(20)]
+    ref_row = {"eager_ms_samples": base, "compile_ms_samples": base}
+    for discrepancy in (True, False):
+        rec = EvaluationRecord(key="k", run="r", level=1, problem_id=1, problem_name="p", category="c",
+                               problem_version="current", problem_sha256="p", candidate_sha256="c", sample_id=0,
+                               backend="torch", precision="fp32", size_scale=1.0, device="cuda", hardware="h",
+                               timing_method="cuda_event",
+                               candidate_id="c", model_config="m", outcome="evaluated", timing_discrepancy=discrepancy,
+                               candidate_ms_median=statistics.median(faster), eager_ms_median=statistics.median(base),
+                               compile_ms_median=statistics.median(base))
+        assemble._speedups(rec, ref_row, faster)
+        if discrepancy:
+            assert rec.speedup_vs_eager is None and rec.speedup_vs_compile is None
+            assert rec.speedup_vs_eager_ci_low is None and rec.speedup_vs_eager_ci_high is None
+            assert rec.speedup_significant is False and rec.speedup_vs_compile_significant is False
+        else:
+            assert rec.speedup_vs_eager == pytest.approx(2.095 / 1.095) and rec.speedup_significant is True
 
 
 def test_speedup_interval_and_significance():
