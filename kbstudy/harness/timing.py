@@ -32,10 +32,11 @@ with the probability given at :data:`TIMED_CHECKED_CALLS`).
 
 **Host-synchronised cross-check** (GPU only; ``timing_stats.timing_discrepancy``). CUDA events recorded on the current stream
 do not see work a candidate leaves running on another stream when the call returns (KernelBench's
-``non_default_stream_kernel``, helion PR #2994). After the event-timed calls, ``HOST_BLOCKS`` blocks of
-back-to-back calls on the last input set are timed with ``time.perf_counter`` between two
-``torch.cuda.synchronize()`` (which waits for every stream); the per-call time of the fastest block is compared with
-the event median.
+``non_default_stream_kernel``, helion PR #2994). After the event-timed calls, :func:`host_time` times ``HOST_BLOCKS``
+blocks of calls with ``time.perf_counter``, each call after a ``torch.cuda.synchronize()`` (which waits for every
+stream) and on fresh values, less the same blocks without the calls; the per-call time is compared with the event
+median. Fresh values there too: on repeated inputs a memo of contents would make these calls fast while a side
+stream hid the timed calls' work from the events.
 
 **Device time** (GPU only; :func:`time_device`). A timed call above holds the host's work until the kernels are enqueued
 (Python, argument handling, every launch), because its start event is recorded on an idle GPU; that is the study's
@@ -50,7 +51,7 @@ with the flush) made strict: a spin sized to outlast the host, checked per call 
 host work outlasted it; their samples include host time). Nsight Compute's default ``--cache-control all`` also flushes
 caches before each measured kernel. Medians and quartiles over up to :data:`DEVICE_TIME_REPS` calls (fewer, at least
 :data:`DEVICE_TIME_MIN_REPS`, for a call over ``DEVICE_TIME_BUDGET_MS / DEVICE_TIME_REPS``); in :func:`time_pool` each
-call gets the next pool entry's values in the same buffers first (outside the timed region), as the timed calls do, so a
+call gets fresh values in the same buffers first (outside the timed region), as the timed calls do, so a
 result cached by pointer or version is not timed as a kernel, and the outputs of :data:`DEVICE_TIME_CHECKED_CALLS`
 device-time calls drawn at random (:class:`CallSample`) join the checked timed outputs (a candidate that skips work in
 these calls is caught unless none of its skipped calls is drawn); a call slower than :data:`SLOW_CALL_MS` gets no device
@@ -109,7 +110,7 @@ CHECK_OUTPUT_BYTES = 2 << 30
 #: C(n/2, 3) / C(n, 3) < 1/8.
 TIMED_CHECKED_CALLS = 3
 
-#: Host-synchronised cross-check (GPU): blocks of back-to-back calls, each ``HOST_BLOCK_CALLS`` long at most.
+#: Host-synchronised cross-check (GPU, :func:`host_time`): blocks of calls, each ``HOST_BLOCK_CALLS`` long at most.
 HOST_BLOCKS = 3
 HOST_BLOCK_CALLS = 10
 
@@ -216,8 +217,8 @@ class PoolTiming:
     ``len(samples) + j`` for the ``j``-th device-time call); the call's inputs were
     ``fresh_inputs.mixed(pool[entry], pool[(entry + 1) % n], mix)`` (outputs as a flat list, tensors cloned after the
     timed region; empty unless ``keep_outputs``). ``inputs``: the input buffers as the
-    last call saw them (for a later profiled call). ``device``: the :func:`time_device` measurement, each call on the
-    next pool entry after the last timed call's (GPU with ``device_time``; else ``None``).
+    last call saw them (for a later profiled call). ``device``: the :func:`time_device` measurement, each call on
+    fresh values (GPU with ``device_time``; else ``None``).
     """
 
     samples: list[float]
@@ -248,8 +249,8 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
             the timed region), so a stochastic model's outputs are reproducible; ``None``: no seeding.
         keep_outputs: keep clones of the outputs of :data:`TIMED_CHECKED_CALLS` timed calls drawn at random (fewer
             where their bytes would pass :data:`CHECK_OUTPUT_BYTES`) with their entries and mixing weights.
-        host_check: on a GPU, also time :data:`HOST_BLOCKS` blocks of back-to-back calls on the last input set with a
-            device-wide synchronisation around each block (ignored on a CPU, where every call is synchronous).
+        host_check: on a GPU, also measure the host-synchronised time per call (:func:`host_time`, fresh values per
+            call; ignored on a CPU, where every call is synchronous).
         device_time: on a GPU, then measure the call's device time (:func:`time_device`, each call on the next pool
             entry's values, its reading L2 flush if ``clear_l2``; with ``keep_outputs`` random calls' outputs join
             ``checked``; ignored on a CPU, which has no device time apart from the call's). A call whose median is
@@ -307,22 +308,14 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
     if timed_pick:
         checked.extend(sorted(timed_pick[0].kept.values(), key=lambda kept: kept[1]))
     result = PoolTiming(samples=samples, pool_size=n, checked=checked, inputs=buffers)
+    next_g = plan_state["first_g"] + len(samples)  # the calls after the last timed one, in turn
     if host_check and device.startswith("cuda"):
-        # blocks of back-to-back calls on the last input set (no copies, no flush in between: only faster for honest
-        # code), each between two device-wide synchronisations; the fastest block's per-call time
         calls = host_block_calls(samples, slow_call_ms)
-        best = math.inf
-        for _ in range(HOST_BLOCKS):
-            torch.cuda.synchronize(device)
-            t0 = time.perf_counter()
-            for _ in range(calls):
-                fn(*buffers)
-            torch.cuda.synchronize(device)
-            best = min(best, (time.perf_counter() - t0) * 1e3 / calls)
-        result.host_ms, result.host_calls = best, calls * HOST_BLOCKS
+        result.host_ms = host_time(fn, prepare, next_g, device=device, calls=calls)
+        result.host_calls = calls * HOST_BLOCKS
+        next_g += 2 * calls * HOST_BLOCKS
     if device_time and device.startswith("cuda") and statistics.median(samples) <= slow_call_ms:
-        # fresh values per call, as in the timed calls: the calls after the last timed one, in turn
-        next_g = plan_state["first_g"] + len(samples)
+        # fresh values per call, as in the timed calls
         pick = CallSample(DEVICE_TIME_CHECKED_CALLS, rng=pick_rng)
 
         def keep_drawn(j: int, out) -> None:  # after the call's end event: cloned only when drawn
@@ -338,6 +331,35 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
         for j, outputs in sorted(pick.kept.values(), key=lambda kept: kept[0]):
             checked.append(((next_g + j) % n, len(samples) + j, outputs, mixes[next_g + j]))
     return result
+
+
+def host_time(fn: Callable[..., object], prepare: Callable[[int], list], first_g: int, *, device: str,
+              calls: int) -> float:
+    """The host-synchronised time per call (ms) of the module docstring's cross-check: in each of :data:`HOST_BLOCKS`
+    blocks, ``calls`` calls, each after a device-wide synchronisation (which waits for every stream, so work a call
+    left on another stream is paid by the next) and on fresh values (``prepare(g)``, global call ``g`` from
+    ``first_g``: a memo keyed on the inputs cannot make these calls faster than the timed ones); then the same
+    synchronisations and preparations without the calls. The fastest block of each kind is kept and their
+    difference divided by ``calls`` (at least 0): the calls' own time, host launch and hidden work included."""
+    best_total = best_prep = math.inf
+    g = first_g
+    for _ in range(HOST_BLOCKS):
+        for with_calls in (True, False):
+            torch.cuda.synchronize(device)
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                torch.cuda.synchronize(device)
+                args = prepare(g)
+                g += 1
+                if with_calls:
+                    fn(*args)
+            torch.cuda.synchronize(device)
+            spent = time.perf_counter() - t0
+            if with_calls:
+                best_total = min(best_total, spent)
+            else:
+                best_prep = min(best_prep, spent)
+    return max(0.0, best_total - best_prep) * 1e3 / calls
 
 
 def _detached_clones(outputs: list) -> list:
