@@ -6,8 +6,9 @@ reference's answer is for exactly the inputs the candidate got.
 (``kbstudy.harness.child.integrity``, "storage reuse"). A memo keyed on the pointer *plus a few sampled values* (the
 first element, the last, the middle) would see the new values there and recompute. So the reuse trial's inputs keep
 some of trial 0's elements and take the rest from their own draw: the first and last :data:`KEEP_EDGE` elements of
-every tensor (flattened), the elements at ``floor(j n / KEEP_GRID)`` and their neighbours (halves, quarters, ...),
-and a random :data:`KEEP_FRACTION` of the others (generator seeded from the trial's seed). Such a memo then returns
+every tensor (flattened), the elements at ``floor(j n / KEEP_GRID)`` and their neighbours (halves, quarters, ...;
+on a tensor of fewer than about 300 elements the first and last alone), and a random :data:`KEEP_FRACTION` of the
+others (generator seeded from the trial's seed). Such a memo then returns
 trial 0's answer and fails as ``stale_output`` (``kbstudy.harness.child.reference.ReferenceSession.verify``). A memo
 that samples k other positions is caught with probability about ``KEEP_FRACTION ** k``. Each element is still a
 draw of the problem's own ``get_inputs()``; a square tensor that is symmetric in both draws (level 1,
@@ -55,11 +56,15 @@ def draw_mix(rng=None) -> float:
 
 
 def _grid_positions(n: int) -> list[int]:
-    """The deterministic kept positions of a flattened tensor of ``n`` elements (module docstring)."""
+    """The deterministic kept positions of a flattened tensor of ``n`` elements (module docstring); for a tensor so
+    small that they would be more than a quarter of it, its first and last element only (so that about half of its
+    values still change)."""
     pos = set(range(min(KEEP_EDGE, n))) | set(range(max(0, n - KEEP_EDGE), n))
     for j in range(KEEP_GRID + 1):
         centre = (j * n) // KEEP_GRID
         pos.update(p for p in (centre - 1, centre, centre + 1) if 0 <= p < n)
+    if 4 * len(pos) > n:
+        return [0, n - 1] if n >= 4 else []
     return sorted(pos)
 
 

@@ -341,7 +341,7 @@ def host_time(fn: Callable[..., object], prepare: Callable[[int], list], first_g
     ``first_g``: a memo keyed on the inputs cannot make these calls faster than the timed ones); then the same
     synchronisations and preparations without the calls. The fastest block of each kind is kept and their
     difference divided by ``calls`` (at least 0): the calls' own time, host launch and hidden work included."""
-    best_total = best_prep = math.inf
+    best = {True: math.inf, False: math.inf}  # fastest block with the calls, and without
     g = first_g
     for _ in range(HOST_BLOCKS):
         for with_calls in (True, False):
@@ -354,12 +354,8 @@ def host_time(fn: Callable[..., object], prepare: Callable[[int], list], first_g
                 if with_calls:
                     fn(*args)
             torch.cuda.synchronize(device)
-            spent = time.perf_counter() - t0
-            if with_calls:
-                best_total = min(best_total, spent)
-            else:
-                best_prep = min(best_prep, spent)
-    return max(0.0, best_total - best_prep) * 1e3 / calls
+            best[with_calls] = min(best[with_calls], time.perf_counter() - t0)
+    return max(0.0, best[True] - best[False]) * 1e3 / calls
 
 
 def _detached_clones(outputs: list) -> list:
