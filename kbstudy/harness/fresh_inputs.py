@@ -72,45 +72,52 @@ def _symmetric(x: torch.Tensor) -> bool:
     return x.dim() >= 2 and x.shape[-1] == x.shape[-2] and x.shape[-1] > 1 and bool(torch.equal(x, x.mT))
 
 
-def keep_mask(x: torch.Tensor, seed: int) -> torch.Tensor:
-    """The kept elements of a tensor shaped like ``x`` (bool, ``x``'s shape and device; module docstring).
-    Deterministic in ``seed`` on one device."""
-    n = x.numel()
-    gen = torch.Generator(device=x.device).manual_seed(int(seed) % (2**63))
-    mask = torch.rand(n, generator=gen, device=x.device) < KEEP_FRACTION if n <= KEEP_CHUNK else None
-    if mask is None:
-        mask = torch.empty(n, dtype=torch.bool, device=x.device)
-        for start in range(0, n, KEEP_CHUNK):
-            part = mask[start:start + KEEP_CHUNK]
-            part.copy_(torch.rand(part.numel(), generator=gen, device=x.device) < KEEP_FRACTION)
-    if n:
-        mask[torch.tensor(_grid_positions(n), device=x.device)] = True
-    return mask.view(x.shape)
+def _keep_into(a: torch.Tensor, b: torch.Tensor, seed: int) -> None:
+    """Write the kept elements of ``a`` into ``b`` (same shape, dtype and device), in place: the grid of
+    :func:`_grid_positions` and a random :data:`KEEP_FRACTION` (generator seeded with ``seed`` on ``b``'s device,
+    drawn chunk by chunk, so the extra memory is a chunk's, whatever the tensor's size). Deterministic in ``seed``
+    on one device."""
+    n = b.numel()
+    gen = torch.Generator(device=b.device).manual_seed(int(seed) % (2**63))
+    grid = torch.tensor(_grid_positions(n), dtype=torch.long, device=b.device)
+    if _symmetric(a) and _symmetric(b) or not (a.is_contiguous() and b.is_contiguous()):
+        mask = torch.rand(n, generator=gen, device=b.device) < KEEP_FRACTION
+        mask[grid] = True
+        mask = mask.view(b.shape)
+        if _symmetric(a) and _symmetric(b):
+            mask = mask | mask.mT  # kept in pairs: a symmetric input stays symmetric
+        b.copy_(torch.where(mask, a, b))
+        return
+    flat_a, flat_b = a.view(-1), b.view(-1)
+    for start in range(0, n, KEEP_CHUNK):
+        stop = min(n, start + KEEP_CHUNK)
+        mask = torch.rand(stop - start, generator=gen, device=b.device) < KEEP_FRACTION
+        mask[grid[(grid >= start) & (grid < stop)] - start] = True
+        flat_b[start:stop] = torch.where(mask, flat_a[start:stop], flat_b[start:stop])
 
 
 def keep_some(previous: list, new: list, seed: int) -> list:
-    """The storage-reuse trial's inputs: ``new`` (its own draw) with the elements of :func:`keep_mask` taken from
+    """The storage-reuse trial's inputs: ``new`` (its own draw) with the kept elements (module docstring) taken from
     ``previous`` (the trial before, whose storage it reuses), per tensor of the same shape, dtype and device; other
-    positions are ``new``'s. Returns new tensors; the arguments are not modified."""
-    out = []
+    positions keep ``new``'s values. ``new``'s tensors are changed in place (no copy of a full-size input set);
+    ``previous`` is only read. Returns ``new``."""
     for k, (a, b) in enumerate(zip(previous, new)):
-        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
+        if (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
                 and a.dtype == b.dtype and a.device == b.device and b.numel()):
-            out.append(b)
-            continue
-        mask = keep_mask(b, seed + k)
-        if _symmetric(a) and _symmetric(b):
-            mask = mask | mask.mT
-        out.append(torch.where(mask, a, b))
-    out.extend(new[len(out):])
-    return out
+            _keep_into(a, b, seed + k)
+    return new
 
 
 def _unsafe(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """``b - a`` may be non-finite where the mix must keep a value (non-finite or huge inputs)."""
+    """``b - a`` may be non-finite where the mix must keep a value (non-finite or huge inputs); from the extremes
+    alone (``aminmax`` propagates NaN), so no temporary of the inputs' size."""
     big = torch.finfo(a.dtype).max / 4
-    return not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(b).all())
-                and float(a.abs().max()) < big and float(b.abs().max()) < big)
+    for x in (a, b):
+        if x.numel():
+            low, high = (float(v) for v in torch.aminmax(x))
+            if not (abs(low) < big and abs(high) < big):  # false for NaN and inf too
+                return True
+    return False
 
 
 def mixable(a, b) -> bool:
