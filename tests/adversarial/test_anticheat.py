@@ -100,7 +100,7 @@ def test_the_storage_reuse_trial_keeps_what_a_sampling_memo_looks_at():
     trial0, trial1 = torch.rand(16, 163, generator=gen), torch.rand(16, 163, generator=gen)
     storage = trial0.clone()
     key0 = memo._key(storage)
-    kept = fresh_inputs.keep_some([trial0], [trial1], seed=7)[0]
+    kept = fresh_inputs.keep_some([trial0], [trial1.clone()], seed=7)[0]  # written into its second argument
     storage.copy_(kept)  # the candidate process copies the reuse trial's values into trial 0's tensors
     assert memo._key(storage) == key0
     changed = (kept != trial0).float().mean()
