@@ -25,8 +25,9 @@ property of the problem's inputs holds (symmetric, triangular, probabilities tha
 is computed as three separate elementwise operations (``b - a``, ``* t``, ``+ a``), each one IEEE rounding, so the
 reference recomputes the checked calls' inputs bit for bit from ``(entry, t)`` on any device and memory alignment
 (a fused ``torch.lerp`` may round differently between vectorised and scalar code paths). Integer and bool inputs are
-the entry's (indices stay valid). Where the two entries hold non-finite or huge values (``b - a`` could overflow),
-elements equal in both keep their value.
+the entry's (indices stay valid), and so are floating inputs that hold whole numbers in both entries (labels, signs,
+0/1 masks: their mix would be no value the problem draws). Where the two entries hold non-finite or huge values
+(``b - a`` could overflow), elements equal in both keep their value.
 """
 
 from __future__ import annotations
@@ -120,27 +121,52 @@ def _unsafe(a: torch.Tensor, b: torch.Tensor) -> bool:
     return False
 
 
-def mixable(a, b) -> bool:
-    """Whether the inputs at one position of two pool entries are mixed (floating tensors of one shape, dtype and
-    device)."""
-    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.is_floating_point()
-            and a.shape == b.shape and a.dtype == b.dtype and a.device == b.device)
+def _integral(x: torch.Tensor) -> bool:
+    """Every value of ``x`` is a whole number (labels, signs, 0/1 masks stored as floats), checked chunk by chunk."""
+    flat = x.reshape(-1) if x.is_contiguous() else x.contiguous().reshape(-1)
+    for start in range(0, flat.numel(), KEEP_CHUNK):
+        part = flat[start:start + KEEP_CHUNK]
+        if not bool(torch.equal(part, part.round())):
+            return False
+    return True
 
 
-def _mix_tensor(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, t: float, unsafe: bool) -> None:
+#: How :func:`mix_into` treats an input position (:func:`mix_modes`): mixed, mixed with the guard for non-finite or
+#: huge values, or copied from the first entry (not a floating tensor of one shape in both, or whole numbers in
+#: both: a mix of labels, signs or 0/1 masks would not be a value the problem's `get_inputs()` can draw).
+MIX, MIX_GUARDED, COPY = "mix", "mix_guarded", "copy"
+
+
+def mix_modes(a: list, b: list) -> list[str]:
+    """Per input position of two pool entries ``a`` and ``b``, how :func:`mix_into` treats it (:data:`MIX`,
+    :data:`MIX_GUARDED` or :data:`COPY`); a function of the two entries' values, so both processes decide alike."""
+    modes = []
+    for x, y in zip(a, b):
+        if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.is_floating_point()
+                and x.shape == y.shape and x.dtype == y.dtype and x.device == y.device and x.numel()):
+            modes.append(COPY)
+        elif _integral(x) and _integral(y):
+            modes.append(COPY)
+        else:
+            modes.append(MIX_GUARDED if _unsafe(x, y) else MIX)
+    return modes
+
+
+def _mix_tensor(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, t: float, guarded: bool) -> None:
     out.copy_(b)
     out.sub_(a)
     out.mul_(t)
     out.add_(a)
-    if unsafe:
+    if guarded:
         out.copy_(torch.where(a == b, a, out))
 
 
-def mix_into(buffers: list, a: list, b: list, t: float, unsafe: list[bool] | None = None) -> list:
+def mix_into(buffers: list, a: list, b: list, t: float, modes: list[str] | None = None) -> list:
     """Write the mixed inputs ``a + t (b - a)`` of two pool entries into ``buffers`` (the call's private input
     buffers, updated in place where a tensor of the same shape, dtype and device is there; replaced by a clone where
-    not). Non-floating tensors and other values are ``a``'s. ``unsafe``: per position, :func:`unsafe_positions`
-    (computed once per pool). Returns ``buffers``."""
+    not). Positions that are not mixed (:func:`mix_modes`) and other values are ``a``'s. ``modes``: :func:`mix_modes`
+    of ``a`` and ``b`` (computed once per pool by the caller; ``None``: computed here). Returns ``buffers``."""
+    modes = mix_modes(a, b) if modes is None else modes
     for k, src in enumerate(a):
         buf = buffers[k]
         if not isinstance(src, torch.Tensor):
@@ -150,16 +176,11 @@ def mix_into(buffers: list, a: list, b: list, t: float, unsafe: list[bool] | Non
                 and buf.device == src.device)
         if not same:
             buf = buffers[k] = src.clone()
-        if mixable(src, b[k]):
-            _mix_tensor(buf, src, b[k], t, bool(unsafe[k]) if unsafe is not None else _unsafe(src, b[k]))
+        if modes[k] != COPY:
+            _mix_tensor(buf, src, b[k], t, modes[k] == MIX_GUARDED)
         elif same:
             buf.copy_(src)
     return buffers
-
-
-def unsafe_positions(a: list, b: list) -> list[bool]:
-    """Per input position of two pool entries: whether mixing needs the guard for non-finite or huge values."""
-    return [mixable(x, y) and _unsafe(x, y) for x, y in zip(a, b)]
 
 
 def mixed(a: list, b: list, t: float) -> list:

@@ -270,14 +270,14 @@ def time_pool(fn: Callable[..., object], pool: list[list], *, device: str, seeds
         raise ValueError(f"{len(seeds)} seeds for {len(pool)} pool entries")
     n = len(pool)
     buffers = [x.clone() if isinstance(x, torch.Tensor) else x for x in pool[0]]
-    unsafe = [fresh_inputs.unsafe_positions(pool[e], pool[(e + 1) % n]) for e in range(n)]
+    modes = [fresh_inputs.mix_modes(pool[e], pool[(e + 1) % n]) for e in range(n)]
     mixes: dict[int, float] = {}  # global call index -> its mixing weight (kbstudy.harness.fresh_inputs)
 
     def prepare(g: int) -> list:
         # fresh values for every call: pool entries g and g + 1 mixed with a weight drawn for this call
         entry = g % n
         mixes[g] = fresh_inputs.draw_mix(mix_rng)
-        fresh_inputs.mix_into(buffers, pool[entry], pool[(entry + 1) % n], mixes[g], unsafe[entry])
+        fresh_inputs.mix_into(buffers, pool[entry], pool[(entry + 1) % n], mixes[g], modes[entry])
         if seeds is not None:
             set_seed(int(seeds[entry]))
         return buffers

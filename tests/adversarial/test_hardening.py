@@ -267,7 +267,7 @@ def test_pool_size_respects_the_byte_cap():
 
 
 def test_time_pool_fresh_values_in_the_same_buffers():
-    pool = [[torch.full((8,), float(e)), 7] for e in range(3)]
+    pool = [[torch.full((8,), e + 0.5), 7] for e in range(3)]  # not whole numbers: whole ones are not mixed
     seen = []
 
     def fn(x, k):
@@ -283,11 +283,11 @@ def test_time_pool_fresh_values_in_the_same_buffers():
     draws = random.Random(0)
     weights = [fresh_inputs.draw_mix(draws) for _ in range(9)]
     a32 = lambda v: torch.tensor(v, dtype=torch.float32)  # noqa: E731 - the mix in float32, op by op
-    expected = [float(a32(g % 3) + (a32((g + 1) % 3) - a32(g % 3)) * weights[g]) for g in range(9)]
+    expected = [float(a32(g % 3 + 0.5) + (a32((g + 1) % 3 + 0.5) - a32(g % 3 + 0.5)) * weights[g]) for g in range(9)]
     assert [v for _, v, _, _ in seen] == expected and len(set(expected)) == 9
     assert all(fresh_inputs.MIX_RANGE[0] <= w <= fresh_inputs.MIX_RANGE[1] for w in weights)
     assert [s for *_, s in seen] == [10 + g % 3 for g in range(9)] and {k for _, _, k, _ in seen} == {7}
-    assert all(p[0][0] == float(e) for e, p in enumerate(pool))  # the pool itself is only read
+    assert all(p[0][0] == e + 0.5 for e, p in enumerate(pool))  # the pool itself is only read
     # TIMED_CHECKED_CALLS distinct timed calls, each with its entry and weight; the reference's copy of its inputs
     # (fresh_inputs.mixed) is bit-identical to what the call saw
     assert len(result.checked) == timing.TIMED_CHECKED_CALLS == len({j for _, j, _, _ in result.checked})
@@ -303,7 +303,7 @@ def test_time_pool_exposes_a_pointer_cache():
     def cached(x):
         return cache.setdefault(x.data_ptr(), x * 2)
 
-    pool = [[torch.full((4,), float(e))] for e in range(2)]
+    pool = [[torch.full((4,), e + 0.5)] for e in range(2)]
     result = timing.time_pool(cached, pool, device="cpu", keep_outputs=True, warmup_ms=0, min_warmup=1,
                               budget_ms=1000, min_reps=4, max_reps=4)
     # the warm-up call filled the cache; every timed call's values are new, so every checked answer is stale

@@ -40,8 +40,9 @@ def test_fresh_inputs_stay_judgeable_on_every_level1_problem(all_problems):
                 kept = float((a == b).float().mean())
                 if not 0.3 < kept < 0.95:  # some of trial 0's values kept, most of the rest new
                     failures.append((problem.name, "reuse", k, kept))
+        modes = fresh_inputs.mix_modes(pool[0], pool[1])
         for k, (a, m) in enumerate(zip(pool[0], mixed)):
-            if isinstance(a, torch.Tensor) and a.is_floating_point() and a.numel() > 1 and torch.equal(a, m):
+            if modes[k] != fresh_inputs.COPY and a.numel() > 1 and torch.equal(a, m):
                 failures.append((problem.name, "mix", k, "the mixed input equals the pool entry"))
     assert failures == [], failures
 
@@ -58,3 +59,18 @@ def test_keep_some_keeps_the_edges_and_about_half(shape):
     assert bool(same.all())  # every element is one of the two draws
     if n >= 64:  # a random half of the rest: on a handful of elements any count can come up
         assert 0.3 < float((kept == a).float().mean()) < 0.9
+
+
+def test_whole_number_inputs_are_not_mixed():
+    """Labels, signs and 0/1 masks stored as floats (level 1's HingeLoss targets are +-1) keep the entry's values in
+    a timed call: a mix of them would be no value the problem draws; other floating inputs are mixed."""
+    gen = torch.Generator().manual_seed(2)
+    signs = [torch.randint(0, 2, (64,), generator=gen).float() * 2 - 1 for _ in range(2)]
+    values = [torch.rand(64, generator=gen) for _ in range(2)]
+    a, b = [signs[0], values[0], 3, torch.arange(4)], [signs[1], values[1], 3, torch.arange(4)]
+    assert fresh_inputs.mix_modes(a, b) == [fresh_inputs.COPY, fresh_inputs.MIX, fresh_inputs.COPY, fresh_inputs.COPY]
+    out = fresh_inputs.mixed(a, b, 0.25)
+    assert torch.equal(out[0], signs[0]) and not torch.equal(out[1], values[0]) and out[2] == 3
+    inf = torch.tensor([1.0, float("inf"), 2.5])
+    assert fresh_inputs.mix_modes([inf], [inf.clone()]) == [fresh_inputs.MIX_GUARDED]
+    assert torch.equal(fresh_inputs.mixed([inf], [inf.clone()], 0.25)[0], inf)  # equal elements keep their value
