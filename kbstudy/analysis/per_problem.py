@@ -19,7 +19,7 @@ from typing import Iterable
 
 import pandas as pd
 
-from kbstudy.records.frames import load_frames
+from kbstudy.records.frames import load_frames, withdraw_event_only_speedups
 from kbstudy.records.schema import error_headline
 
 #: The label of a speedup measured on a CPU.
@@ -60,7 +60,7 @@ def per_problem_table(evaluations: pd.DataFrame) -> pd.DataFrame:
     sorted by level, problem id, model configuration, sample and precision."""
     if not len(evaluations):
         return pd.DataFrame(columns=COLUMNS)
-    frame = evaluations.copy()
+    frame = withdraw_event_only_speedups(evaluations).copy()  # no speedup the host clock contradicts
     for col in ("kernelbench_trials_passed", "kernelbench_trials", "speedup_vs_eager_ci_low",
                 "speedup_vs_eager_ci_high", "speedup_significant", "kbstudy_failure", "error_message"):
         if col not in frame.columns:  # records older than the field

@@ -16,7 +16,9 @@ LLMs Write Efficient GPU Kernels?", section 3), made explicit here:
   distinguishable from 1*: the record's ``speedup_significant`` (eager) or ``speedup_vs_compile_significant``
   (``torch.compile``) is true, i.e. the 95% percentile-bootstrap interval of the ratio of medians excludes 1
   (Efron & Tibshirani 1993; ``kbstudy.harness.timing.speedup_interval``) and the event timing agreed with the host-synchronised
-  time. The threshold p itself is compared with the point estimate, as in KernelBench. For p < 1 the rule does not
+  time. The threshold p itself is compared with the point estimate, as in KernelBench. Where the event timing and the
+  host-synchronised time disagree (``timing_discrepancy``) there is no speedup at all, in any count, median or
+  table (``kbstudy.records.frames.withdraw_event_only_speedups``): the event time missed work. For p < 1 the rule does not
   apply (fast_0 stays "correct and timed"). ``n_verified_faster`` counts the correct kernels with a verified
   speedup > 1. Records of schema version 1 predate the rule (no samples, no interval): they are counted by the point
   estimate alone, as KernelBench counts them, and ``n_speedup_untested`` says how many correct, timed kernels were
@@ -67,6 +69,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from kbstudy.records.frames import withdraw_event_only_speedups
 from kbstudy.records.schema import OUTCOMES
 
 #: The thresholds p of fast_p that the study reports (KernelBench reports fast_0, fast_1 and fast_2 and sweeps p).
@@ -137,6 +140,7 @@ def noise_margins(frame: pd.DataFrame, baseline: str = "eager") -> dict[str, flo
     """
     if baseline not in BASELINES:
         raise ValueError(f"baseline must be one of {sorted(BASELINES)}, got {baseline!r}")
+    frame = withdraw_event_only_speedups(frame)
     if "model_config" not in frame.columns or BASELINES[baseline] not in frame.columns:
         return {}
     null, speed = _null_reference_rows(frame, baseline)
@@ -168,6 +172,7 @@ def attempts(frame: pd.DataFrame, *, by: str | Sequence[str] = "model_config", c
         raise ValueError(f"baseline must be one of {sorted(BASELINES)}, got {baseline!r}")
     by = _by_list(by)
     _check_frame(frame, by)
+    frame = withdraw_event_only_speedups(frame)  # an event time the host clock contradicts is no speedup
     out = frame.copy()
     if "problem_version" not in out.columns:
         out["problem_version"] = "current"

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from kbstudy.analysis.per_problem import CPU_TIMING_NOTE, per_problem, speedup_text
 from kbstudy.cli.arguments import fail
+from kbstudy.records.frames import withdraw_event_only_speedups
 from kbstudy.records.schema import error_headline
 from kbstudy.records.store import RecordStore
 
@@ -37,6 +38,7 @@ def print_summary(frame, title: str) -> None:
     for col in ("model configuration", "records", "evaluated", "KB-correct", "kbstudy-correct", "other outcomes",
                 "median speedup (eager, kbstudy-correct)"):
         table.add_column(col)
+    frame = withdraw_event_only_speedups(frame)  # no speedup the host clock contradicts
     for config, group in frame.groupby("model_config", sort=True):
         evaluated = group[group.outcome == "evaluated"]
         others = group[group.outcome != "evaluated"].outcome.value_counts().to_dict()

@@ -3,8 +3,9 @@
 
 Speedups are ratios of medians; each gets a 95% percentile-bootstrap interval from the raw samples of both sides
 (``kbstudy.harness.timing_stats.speedup_interval``), and ``speedup_significant`` says whether it excludes 1. A speedup
-is withdrawn (``None``) when the sampled timed outputs did not match (``timing_output_ok`` false), and never
-significant when the event timing disagrees with the host-synchronised time (``timing_discrepancy`` true).
+is withdrawn (``None``) when the sampled timed outputs did not match (``timing_output_ok`` false) or when the event
+timing disagrees with the host-synchronised time (``timing_discrepancy`` true; its significance is then false):
+no table or median may use an event time the host clock contradicts.
 """
 
 from __future__ import annotations
@@ -85,12 +86,16 @@ def write_record(store: RecordStore, summary: BatchSummary, problem: Problem, ca
 
 def _speedups(record: EvaluationRecord, ref_row: dict, samples: list[float]) -> None:
     """Speedups (ratio of medians), their bootstrap intervals and significance (``kbstudy.harness.timing_stats``): a speedup is
-    significant when its 95% interval excludes 1 on the side of the point estimate, and never while
-    ``timing_discrepancy`` is true (the event timing missed work the host clock saw)."""
+    significant when its 95% interval excludes 1 on the side of the point estimate. None while ``timing_discrepancy``
+    is true (the event timing missed work the host clock saw): the ratio stays missing, the significance false."""
     for base, ratio_field, sig_field in (("eager", "speedup_vs_eager", "speedup_significant"),
                                          ("compile", "speedup_vs_compile", "speedup_vs_compile_significant")):
         median = getattr(record, f"{base}_ms_median")
         if not median:
+            continue
+        if record.timing_discrepancy:
+            # the events missed work the host clock saw: no speedup from event time (withdraw_event_only_speedups)
+            setattr(record, sig_field, False)
             continue
         speedup = median / record.candidate_ms_median
         setattr(record, ratio_field, speedup)

@@ -87,6 +87,7 @@ class ReferenceJob(_Wire):
     cache_bytes: int = 8 << 30  # bytes of trials (inputs and expected outputs) kept; an evicted trial is recomputed
     extra_trials: tuple = ()  # kbstudy's extra trials, each verdict.trials.ExtraTrial.as_dict(): trial, seed, name
     timing_pool_bytes: int = 1 << 30  # the timing pool's cap (timing.pool_size)
+    reuse_trial: int | None = None  # the storage-reuse trial: keeps some of the trial before's elements (fresh_inputs)
 
 
 _JOBS = {"worker": CandidateJob, "build": BuildJob, "reference": ReferenceJob}

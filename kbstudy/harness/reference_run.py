@@ -33,7 +33,9 @@ class ReferenceHandle:
         job = ReferenceJob(source=source, filename=f"<problem {label(problem.key)}>", device=device,
                            precision=cfg.precision, trials=cfg.trials, seed=cfg.seed,
                            inputs_on_device=cfg.inputs_on_device, cache_bytes=cfg.reference_cache_bytes,
-                           extra_trials=[e.as_dict() for e in extra or []], timing_pool_bytes=cfg.timing_pool_bytes)
+                           extra_trials=[e.as_dict() for e in extra or []], timing_pool_bytes=cfg.timing_pool_bytes,
+                           # the trial candidate_run runs on the previous trial's input storage
+                           reuse_trial=1 if cfg.storage_reuse_trial and cfg.trials > 1 else None)
         self.child.send(AssignRole("reference", child_env(None, cfg, device), job).to_wire())
         self.info = self.child.recv(cfg.load_timeout_s)
         self.ok = "error" not in self.info

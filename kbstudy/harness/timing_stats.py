@@ -25,11 +25,12 @@ import statistics
 import numpy as np
 
 #: ``timing_discrepancy`` threshold: host per-call time > RATIO x event median + ABS_MS. Why these values: for an
-#: honest call the host time of a block can only be *lower* than the event median (calls pipeline, nothing flushes
-#: L2 between them, and everything the call does on the host already lies inside its event window, since the GPU
-#: waits for it), so its ratio sits at or below ~1.1 (clock and thermal jitter). ``ABS_MS`` = 20 us covers what the
-#: host time has and the events lack: the one synchronisation per block (~10 us, amortised over the block) and the
-#: Python loop and ``perf_counter`` calls, which matter only when the event median is a few microseconds. Work left on
+#: honest call the host time (``kbstudy.harness.timing.host_time``: each call from an idle device, less the same
+#: synchronisations and input preparation without the call) is at most the event median (nothing flushes the L2
+#: before it, and everything the call does on the host already lies inside its event window, since the GPU waits
+#: for it), so its ratio sits at or below ~1.1 (clock and thermal jitter). ``ABS_MS`` = 20 us covers what the host
+#: time has and the events lack: the difference of two synchronisation latencies and the Python loop and
+#: ``perf_counter`` calls, which matter only when the event median is a few microseconds. Work left on
 #: another stream is paid in the host time alone, so the ratio is (visible + hidden) / visible: the check flags hidden
 #: work of more than half the measured time (a speedup inflated by more than 1.5x), and any hidden work above 20 us
 #: when the visible part is nearly nothing.

@@ -80,6 +80,37 @@ def repeated_attempts(frame):
     return frame.duplicated(ident, keep="first")
 
 
+#: The speedup fields of a record, by baseline: the ratio and its interval, then its significance.
+SPEEDUP_FIELDS = (("speedup_vs_eager", "speedup_vs_eager_ci_low", "speedup_vs_eager_ci_high", "speedup_significant"),
+                  ("speedup_vs_compile", "speedup_vs_compile_ci_low", "speedup_vs_compile_ci_high",
+                   "speedup_vs_compile_significant"))
+
+
+def withdraw_event_only_speedups(frame):
+    """``frame`` (evaluation rows) with no speedup where the event timing disagreed with the host-synchronised time
+    (``timing_discrepancy`` true: work the CUDA events did not see, e.g. left running on a side stream). Such a
+    speedup rests on the event time alone, so no table, median or count may use it: its ratio and interval become
+    missing and its significance false (the host time is no per-call time of the baseline's kind, so no speedup
+    replaces it). Records made since the rule hold it already (``kbstudy.harness.assemble``); older ones kept the
+    ratio beside ``speedup_significant = false``. Returns ``frame`` itself when nothing changes, else a copy."""
+    if "timing_discrepancy" not in frame.columns or frame.empty:
+        return frame
+    flagged = frame["timing_discrepancy"].map(lambda v: v is True or (isinstance(v, (bool, int)) and bool(v)))
+    flagged = flagged.astype(bool)
+    if not flagged.any():
+        return frame
+    frame = frame.copy()
+    for *values, significance in SPEEDUP_FIELDS:
+        for column in values:
+            if column in frame.columns:
+                frame[column] = frame[column].astype(object)
+                frame.loc[flagged, column] = None
+        if significance in frame.columns:
+            frame[significance] = frame[significance].astype(object)
+            frame.loc[flagged, significance] = False
+    return frame
+
+
 def _folder_label(folder: str, label: str, root: str | os.PathLike | None) -> str:
     if label == "path":
         return folder
@@ -106,7 +137,8 @@ def load_frames(folders: Iterable[str | os.PathLike], *, label: str = "path", ro
             the record of the folder listed first; duplicate references (same ``key``) likewise. The evaluation rows
             left out are returned as ``repeats``.
     Returns :class:`RecordFrames` ``(evaluations, references, repeats)``: DataFrames with one column per schema field
-    plus ``records_folder`` (and ``setting``); empty, with those columns, when no folder holds records. Raises
+    plus ``records_folder`` (and ``setting``), with no speedup where the event timing disagreed with the host time
+    (:func:`withdraw_event_only_speedups`); empty, with those columns, when no folder holds records. Raises
     ``ValueError`` for an unknown ``label`` or ``label="relative"`` without ``root``.
     """
     import pandas as pd  # on first use: the harness's processes import the records layer without pandas
@@ -124,6 +156,7 @@ def load_frames(folders: Iterable[str | os.PathLike], *, label: str = "path", ro
     evaluations, references = (
         pd.concat(parts, ignore_index=True) if parts else blank.assign(records_folder=pd.Series(dtype=str))
         for parts, blank in ((evals, empty.evaluations_frame()), (refs, empty.references_frame())))
+    evaluations = withdraw_event_only_speedups(evaluations)
     if settings:
         for frame in (evaluations, references):
             frame["setting"] = [setting_label(h, s) for h, s in zip(frame["hardware"], frame["size_scale"])]

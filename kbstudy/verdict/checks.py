@@ -42,7 +42,7 @@ Per trial and output tensor:
    its inputs as it received them (``inputs_mutated``), left torch's global state as the worker found it before the
    candidate was loaded (``global_state``: ``torch.backends`` flags, matmul precision, deterministic mode, thread
    count, and the identities of torch functions a reference or the harness calls), and did not return a stale result
-   on the storage-reuse trial (``stale_output``, below).
+   on the storage-reuse trial, whose inputs keep some of the previous trial's elements (``stale_output``, below).
 
 6. *input variety* (``kbstudy.verdict.trials``): besides KernelBench's fixed-seed trials, kbstudy's verdict runs extra
    trials on fresh seeds drawn for the run and on other input distributions (``signed``, ``large``) where the
@@ -50,14 +50,16 @@ Per trial and output tensor:
    its own input set's ``e_ref``. A candidate right on KernelBench's trials but wrong on an extra one has
    ``correct_default_only`` true and ``kbstudy_failure`` ``variant_<name>`` (``variant_fresh_seeds``,
    ``variant_signed``, ``variant_large``), or the integrity failure the extra trial found;
-7. *timed outputs* (``kbstudy.harness.timing.time_pool``): the outputs of the first and last timed call of each timing-pool
-   entry must pass, against the reference's answer for that entry's inputs, the check the candidate's verdict rests
-   on: kbstudy's (checks 1-4, NaN sentinel, that entry's ``e_ref``) for a kbstudy-correct candidate, else
+7. *timed outputs* (``kbstudy.harness.timing.time_pool``): every timed call sees values no call saw before (two
+   timing-pool entries mixed with a weight drawn per call, ``kbstudy.harness.fresh_inputs``); the outputs of timed
+   calls drawn at random must pass, against the reference's answer for exactly those inputs, the check the
+   candidate's verdict rests on: kbstudy's (checks 1-4, NaN sentinel, those inputs' ``e_ref``) for a kbstudy-correct candidate, else
    KernelBench's ``allclose`` (``kbstudy.harness.child.reference.ReferenceSession.verify_timing``); otherwise
-   ``timing_output_mismatch`` (a result cached by pointer or call count). KernelBench's verdict is never changed by
+   ``timing_output_mismatch`` (a result cached by pointer, call count or contents). KernelBench's verdict is never changed by
    it, but the candidate's speedups are withdrawn (``kbstudy.harness.orchestrator``).
 
-A candidate is kbstudy-correct when every output of every trial passes checks 1-5 and checks 6-7 hold. The first
+A candidate is kbstudy-correct when every output of every trial passes checks 1-5 and checks 6-7 hold. Every check,
+strict or recorded, is named in ``kbstudy.verdict.registry``. The first
 failing check is kept as ``kbstudy_failure`` (``not_a_dense_tensor``, ``output_count``, ``shape``, ``dtype``,
 ``coverage``, ``mismatch``, ``nonfinite``, ``rel_l2``, ``max_abs``, ``elementwise``, ``inputs_mutated``,
 ``global_state``, ``stale_output``, ``variant_<name>``, ``timing_output_mismatch``). KernelBench's fixed-seed trials

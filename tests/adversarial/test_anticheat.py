@@ -4,11 +4,14 @@ be caught; the honest controls beside them must not be flagged."""
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 import torch
-from support.adversarial import load_candidates
+from support.adversarial import CANDIDATES_DIR, load_candidates
 from support.helpers import cpu_config, records_by_config
 
+from kbstudy.harness import fresh_inputs, timing
 from kbstudy.harness.assemble import note_integrity
 from kbstudy.harness.child import integrity
 from kbstudy.harness.orchestrator import evaluate_batch
@@ -23,7 +26,7 @@ def cheats(problem_by_name, tmp_path_factory):
     relu = problem_by_name["19_ReLU.py"]
     cands = load_candidates("honest", "honest_reads_pointer", "mutates_input", "zeroes_input_after", "sets_tf32",
                             "sets_matmul_precision", "patches_at_import", "patches_at_call", "switches_nan_fill_off",
-                            "cache_by_pointer", "cache_by_shape", "partial")
+                            "cache_by_pointer", "cache_by_shape", "memo_pointer_and_samples", "partial")
     store = RecordStore(tmp / "records")
     summary = evaluate_batch([relu], cands, store, cpu_config(size_scale=0.01, cache_dir=str(tmp / "cache"),
                                                               time_candidates=False))
@@ -73,11 +76,58 @@ def test_global_state_changes_fail(cheats, name, expected):
     assert any(expected in line for line in changes["changes"]), changes
 
 
-@pytest.mark.parametrize("name", ["cache_by_pointer", "cache_by_shape"])
+@pytest.mark.parametrize("name", ["cache_by_pointer", "cache_by_shape", "memo_pointer_and_samples"])
 def test_cached_results_fail_on_the_storage_reuse_trial(cheats, name):
     row = _evaluated(cheats[name])
     assert row["kbstudy_correct"] is False and row["kbstudy_failure"] == "stale_output"
     assert 1 in row["metadata"]["stale_output_trials"]
+
+
+def _candidate_module(name: str):
+    """The candidate file ``candidates/<name>.py`` imported in this process (its module globals readable)."""
+    spec = importlib.util.spec_from_file_location(f"kbstudy_test_candidate_{name}", CANDIDATES_DIR / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_storage_reuse_trial_keeps_what_a_sampling_memo_looks_at():
+    """Issue 27, item 4: the memo keyed on pointer plus sampled values hits on the reuse trial's inputs (so it
+    returns trial 0's answer: ``stale_output`` above) only because those inputs keep some of trial 0's elements; a
+    full redraw in the same storage (what the trial did before) would have made it recompute."""
+    memo = _candidate_module("memo_pointer_and_samples")
+    gen = torch.Generator().manual_seed(0)
+    trial0, trial1 = torch.rand(16, 163, generator=gen), torch.rand(16, 163, generator=gen)
+    storage = trial0.clone()
+    key0 = memo._key(storage)
+    kept = fresh_inputs.keep_some([trial0], [trial1.clone()], seed=7)[0]  # written into its second argument
+    storage.copy_(kept)  # the candidate process copies the reuse trial's values into trial 0's tensors
+    assert memo._key(storage) == key0
+    changed = (kept != trial0).float().mean()
+    assert 0.35 < float(changed) < 0.55  # about half the values are new: the stale answer is far off
+    storage.copy_(trial1)
+    assert memo._key(storage) != key0
+
+
+def test_a_memo_of_input_contents_never_hits_in_the_timing_loop():
+    """Issue 27, item 5: no call of the timing loop (warm-up, timed) sees values an earlier call saw, so the memo
+    keyed on the inputs' full contents never hits and gains nothing; with one pool entry (values repeated, as in
+    a loop that reuses its input set) it hits on every call after the first, so the assertion can fail."""
+    for entries, expect_hits in ((timing.TIMING_POOL_MIN_SETS, False), (timing.TIMING_POOL_MAX_SETS, False),
+                                 (1, True)):
+        memo = _candidate_module("memo_by_contents")
+        model = memo.ModelNew()
+        pool = [[torch.rand(16, 163, generator=torch.Generator().manual_seed(e))] for e in range(entries)]
+        result = timing.time_pool(lambda x: model(x), pool, device="cpu", keep_outputs=True, warmup_ms=0,
+                                  min_warmup=3, budget_ms=1000, min_reps=12, max_reps=12)
+        calls = 3 + len(result.samples)
+        if expect_hits:
+            assert memo._HITS == calls - 1
+        else:
+            assert memo._HITS == 0 and len(memo._MEMO) == calls
+            for entry, _, outputs, mix in result.checked:  # and its timed answers are right for their inputs
+                inputs = fresh_inputs.mixed(pool[entry], pool[(entry + 1) % entries], mix)
+                assert torch.equal(outputs[0], torch.relu(inputs[0]))
 
 
 def test_partial_writer_is_caught_under_both_sentinels(cheats):

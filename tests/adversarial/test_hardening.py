@@ -11,18 +11,21 @@ from __future__ import annotations
 
 import csv
 import math
+import random
+import statistics
 
 import pytest
 import torch
 from support.adversarial import load_candidates
 from support.helpers import REPO, cpu_config, records_by_config
 
-from kbstudy.harness import tensors, timing, timing_stats
+from kbstudy.harness import assemble, fresh_inputs, tensors, timing, timing_stats
 from kbstudy.harness.child.reference import ReferenceSession
 from kbstudy.harness.config import EvalConfig
 from kbstudy.harness.kernel_share import custom_kernel_share, kernel_origin
 from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.problems import scale_source
+from kbstudy.records.schema import EvaluationRecord
 from kbstudy.records.store import RecordStore
 from kbstudy.verdict import checks as verify
 from kbstudy.verdict import trials as variants
@@ -64,7 +67,7 @@ def test_honest_candidates_pass_every_extra_trial_and_the_timing_check(hardened,
     assert row["correct_default_only"] is False
     assert row["timing_output_ok"] is True and row["timing_pool_size"] == timing.TIMING_POOL_MAX_SETS
     check = row["metadata"]["timing_output_check"]
-    assert check["mismatches"] == [] and check["checked"] >= row["timing_pool_size"]
+    assert check["mismatches"] == [] and check["checked"] == timing.TIMED_CHECKED_CALLS  # drawn timed calls (CPU)
     # the seeds of the extra trials are on the record (replayable with EvalConfig.extra_seeds)
     assert [t["seed"] for t in row["metadata"]["extra_trials"]] == EXTRA_SEEDS
     assert [t["trial"] for t in row["metadata"]["extra_trials"]] == [5, 6, 7, 8]
@@ -264,7 +267,7 @@ def test_pool_size_respects_the_byte_cap():
 
 
 def test_time_pool_fresh_values_in_the_same_buffers():
-    pool = [[torch.full((8,), float(e)), 7] for e in range(3)]
+    pool = [[torch.full((8,), e + 0.5), 7] for e in range(3)]  # not whole numbers: whole ones are not mixed
     seen = []
 
     def fn(x, k):
@@ -272,17 +275,26 @@ def test_time_pool_fresh_values_in_the_same_buffers():
         return x * 2
 
     result = timing.time_pool(fn, pool, device="cpu", seeds=[10, 11, 12], keep_outputs=True, warmup_ms=0,
-                              min_warmup=2, budget_ms=1000, min_reps=7, max_reps=7)
+                              min_warmup=2, budget_ms=1000, min_reps=7, max_reps=7, mix_rng=random.Random(0),
+                              pick_rng=random.Random(1))
     assert result.pool_size == 3 and len(result.samples) == 7 and result.host_ms is None
     assert len({ptr for ptr, *_ in seen}) == 1  # one buffer ...
-    assert [v for _, v, _, _ in seen] == [float(g % 3) for g in range(9)]  # ... new values every call, warm-up too
+    # ... new values every call, warm-up too: entries g and g + 1 mixed with the call's own weight
+    draws = random.Random(0)
+    weights = [fresh_inputs.draw_mix(draws) for _ in range(9)]
+    a32 = lambda v: torch.tensor(v, dtype=torch.float32)  # noqa: E731 - the mix in float32, op by op
+    expected = [float(a32(g % 3 + 0.5) + (a32((g + 1) % 3 + 0.5) - a32(g % 3 + 0.5)) * weights[g]) for g in range(9)]
+    assert [v for _, v, _, _ in seen] == expected and len(set(expected)) == 9
+    assert all(fresh_inputs.MIX_RANGE[0] <= w <= fresh_inputs.MIX_RANGE[1] for w in weights)
     assert [s for *_, s in seen] == [10 + g % 3 for g in range(9)] and {k for _, _, k, _ in seen} == {7}
-    assert all(p[0][0] == float(e) for e, p in enumerate(pool))  # the pool itself is only read
-    # first and last timed call of each entry; timed call j ran on entry (2 + j) % 3
-    kept = sorted((entry, j) for entry, j, _ in result.checked)
-    assert kept == [(0, 1), (0, 4), (1, 2), (1, 5), (2, 0), (2, 6)]
-    for entry, _, outputs in result.checked:
-        assert torch.equal(outputs[0], torch.full((8,), 2.0 * entry))
+    assert all(p[0][0] == e + 0.5 for e, p in enumerate(pool))  # the pool itself is only read
+    # TIMED_CHECKED_CALLS distinct timed calls, each with its entry and weight; the reference's copy of its inputs
+    # (fresh_inputs.mixed) is bit-identical to what the call saw
+    assert len(result.checked) == timing.TIMED_CHECKED_CALLS == len({j for _, j, _, _ in result.checked})
+    for entry, j, outputs, mix in result.checked:
+        assert 0 <= j < 7 and entry == (2 + j) % 3 and mix == weights[2 + j]
+        inputs = fresh_inputs.mixed(pool[entry], pool[(entry + 1) % 3], mix)
+        assert torch.equal(outputs[0], inputs[0] * 2) and inputs[1] == 7
 
 
 def test_time_pool_exposes_a_pointer_cache():
@@ -291,11 +303,13 @@ def test_time_pool_exposes_a_pointer_cache():
     def cached(x):
         return cache.setdefault(x.data_ptr(), x * 2)
 
-    pool = [[torch.full((4,), float(e))] for e in range(2)]
+    pool = [[torch.full((4,), e + 0.5)] for e in range(2)]
     result = timing.time_pool(cached, pool, device="cpu", keep_outputs=True, warmup_ms=0, min_warmup=1,
                               budget_ms=1000, min_reps=4, max_reps=4)
-    stale = [entry for entry, _, outputs in result.checked if not torch.equal(outputs[0], pool[entry][0] * 2)]
-    assert stale == [1, 1]  # entry 0 was cached during warm-up; every answer for entry 1 is entry 0's
+    # the warm-up call filled the cache; every timed call's values are new, so every checked answer is stale
+    stale = [entry for entry, _, outputs, mix in result.checked
+             if not torch.equal(outputs[0], fresh_inputs.mixed(pool[entry], pool[1 - entry], mix)[0] * 2)]
+    assert len(stale) == len(result.checked) == timing.TIMED_CHECKED_CALLS
     with pytest.raises(ValueError):
         timing.time_pool(cached, [], device="cpu")
     with pytest.raises(ValueError):
@@ -317,6 +331,29 @@ def test_timing_discrepancy_decision():
     assert timing_stats.timing_discrepancy(float("nan"), 1.0) is None
     with pytest.raises(ValueError):
         timing_stats.timing_discrepancy(-1.0, 1.0)
+
+
+def test_a_discrepant_record_gets_no_speedup():
+    """A record whose event timing disagrees with its host-synchronised time is written with no speedup (ratio and
+    interval missing, significance false), whatever its samples say; an agreeing one keeps its speedup."""
+    base = [2.0 + 0.01 * k for k in range(20)]
+    faster = [1.0 + 0.01 * k for k in range(20)]
+    ref_row = {"eager_ms_samples": base, "compile_ms_samples": base}
+    for discrepancy in (True, False):
+        rec = EvaluationRecord(key="k", run="r", level=1, problem_id=1, problem_name="p", category="c",
+                               problem_version="current", problem_sha256="p", candidate_sha256="c", sample_id=0,
+                               backend="torch", precision="fp32", size_scale=1.0, device="cuda", hardware="h",
+                               timing_method="cuda_event",
+                               candidate_id="c", model_config="m", outcome="evaluated", timing_discrepancy=discrepancy,
+                               candidate_ms_median=statistics.median(faster), eager_ms_median=statistics.median(base),
+                               compile_ms_median=statistics.median(base))
+        assemble._speedups(rec, ref_row, faster)
+        if discrepancy:
+            assert rec.speedup_vs_eager is None and rec.speedup_vs_compile is None
+            assert rec.speedup_vs_eager_ci_low is None and rec.speedup_vs_eager_ci_high is None
+            assert rec.speedup_significant is False and rec.speedup_vs_compile_significant is False
+        else:
+            assert rec.speedup_vs_eager == pytest.approx(2.095 / 1.095) and rec.speedup_significant is True
 
 
 def test_speedup_interval_and_significance():

@@ -17,7 +17,7 @@ from support.helpers import records_by_config
 from kbstudy.harness.candidates import make_candidate
 from kbstudy.harness.config import EvalConfig
 from kbstudy.harness.orchestrator import evaluate_batch
-from kbstudy.harness.timing import DEVICE_TIME_CHECKED_CALLS
+from kbstudy.harness.timing import DEVICE_TIME_CHECKED_CALLS, TIMED_CHECKED_CALLS
 from kbstudy.records.store import RecordStore
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -51,6 +51,17 @@ class ModelNew(nn.Module):
             out = torch.matmul(A, B)
         return out
 '''
+
+# the side stream, plus a memo keyed on the inputs' pointers and sums (a full read, cheaper than the matmul): where a
+# timing loop repeats its inputs (a host check of back-to-back calls on one input set) it returns lookups, while the
+# events of the timed calls, on fresh values, see none of the side stream's work
+_SIDE_STREAM_MEMO_MATMUL = _SIDE_STREAM_MATMUL.replace("_STREAM = []\n", "_STREAM = []\n_MEMO = {}\n").replace(
+    "    def forward(self, A, B):\n",
+    "    def forward(self, A, B):\n"
+    "        key = (A.data_ptr(), B.data_ptr(), float(A.sum()), float(B.sum()))\n"
+    "        if key in _MEMO:\n            return _MEMO[key]\n"
+    "        _MEMO[key] = self.compute(A, B)\n        return _MEMO[key]\n\n"
+    "    def compute(self, A, B):\n")
 
 _TRITON_RELU = '''
 import torch
@@ -123,8 +134,10 @@ def gpu_rows(problem_by_name, tmp_path_factory):
     matmul = problem_by_name["1_Square_matrix_multiplication_.py"]
     relu = problem_by_name["19_ReLU.py"]
     cands = [make_candidate(_HONEST_MATMUL, level=1, problem_id=1, model_config="honest_matmul", backend="torch"),
-             make_candidate(_SIDE_STREAM_MATMUL, level=1, problem_id=1, model_config="side_stream", backend="torch")]
-    assert evaluate_batch([matmul], cands, store, _config(tmp, 0.5)).written == 2
+             make_candidate(_SIDE_STREAM_MATMUL, level=1, problem_id=1, model_config="side_stream", backend="torch"),
+             make_candidate(_SIDE_STREAM_MEMO_MATMUL, level=1, problem_id=1, model_config="side_stream_memo",
+                            backend="torch")]
+    assert evaluate_batch([matmul], cands, store, _config(tmp, 0.5)).written == 3
     triton_relu = make_candidate(_TRITON_RELU, level=1, problem_id=19, model_config="triton_relu", backend="triton")
     host_heavy = make_candidate(_HOST_HEAVY_RELU, level=1, problem_id=19, model_config="host_heavy_relu",
                                 backend="triton")
@@ -144,12 +157,16 @@ def _evaluated(row: dict) -> dict:
     return row
 
 
-def test_side_stream_work_is_flagged(gpu_rows):
-    row = _evaluated(gpu_rows["side_stream"])
+@pytest.mark.parametrize("name", ["side_stream", "side_stream_memo"])
+def test_side_stream_work_is_flagged(gpu_rows, name):
+    """Work left on a side stream is seen by the host-synchronised time, also when a memo of the inputs would make
+    repeated calls fast (the host check's calls get fresh values), and the record has no speedup."""
+    row = _evaluated(gpu_rows[name])
     assert row["kbstudy_correct"] is True and row["timing_output_ok"] is True  # right answers, wrong clock
     assert row["timing_discrepancy"] is True, (row["candidate_ms_median"], row["candidate_host_ms"])
     assert row["candidate_host_ms"] > 1.5 * row["candidate_ms_median"]
-    assert row["speedup_significant"] is False  # whatever the events claimed, the speedup is not verified
+    assert row["speedup_significant"] is False  # whatever the events claimed, the speedup is not verified ...
+    assert row["speedup_vs_eager"] is None and row["speedup_vs_eager_ci_low"] is None  # ... nor reported
 
 
 def test_honest_matmul_is_not_flagged_and_is_all_vendor(gpu_rows):
@@ -207,23 +224,26 @@ def test_a_candidate_skipping_work_in_the_device_time_calls_fails_its_timed_outp
     assert skipped["metadata"]["device_time"]["flush"] == "read"
     assert honest["timing_output_ok"] is True and honest["metadata"]["device_time"]["flush"] == "read"
     calls = honest["metadata"]["timing_output_check"]["checked"]
-    assert calls == 2 * honest["timing_pool_size"] + DEVICE_TIME_CHECKED_CALLS, honest["metadata"]["timing_output_check"]
+    assert calls == TIMED_CHECKED_CALLS + DEVICE_TIME_CHECKED_CALLS, honest["metadata"]["timing_output_check"]
 
 
 def test_time_pool_checks_random_device_time_calls():
     """``time_pool(keep_outputs=True, device_time=True)``: the last ``DEVICE_TIME_CHECKED_CALLS`` entries of
-    ``checked`` are device-time calls' (distinct indices after the timed calls), each on the pool entry that call
-    had, with that entry's answer."""
+    ``checked`` are device-time calls' (distinct indices after the timed calls), each with the answer for exactly the
+    inputs that call had (``fresh_inputs.mixed`` of its entry and weight, rebuilt bit for bit on the GPU)."""
+    from kbstudy.harness.fresh_inputs import mixed
     from kbstudy.harness.timing import time_pool
 
-    pool = [[torch.full((1 << 10,), float(v), device="cuda")] for v in (1.0, 2.0, 3.0)]
+    pool = [[torch.rand(1 << 12, device="cuda", generator=torch.Generator("cuda").manual_seed(v))] for v in range(3)]
     timed = time_pool(lambda x: x * 2, pool, device="cuda", keep_outputs=True, device_time=True, warmup_ms=0.0,
                       min_warmup=2, budget_ms=1.0, min_reps=5, max_reps=5)
     device_checked = [c for c in timed.checked if c[1] >= len(timed.samples)]
-    assert len(device_checked) == DEVICE_TIME_CHECKED_CALLS == len({call for _, call, _ in device_checked})
+    assert len(device_checked) == DEVICE_TIME_CHECKED_CALLS == len({call for _, call, _, _ in device_checked})
+    assert len(timed.checked) == TIMED_CHECKED_CALLS + DEVICE_TIME_CHECKED_CALLS
     last = len(timed.samples) + len(timed.device.samples) - 1
-    for entry, call, outputs in device_checked:  # each entry's values differ, so the answer names the entry
-        assert call <= last and torch.equal(outputs[0], pool[entry][0] * 2), (entry, call)
+    for entry, call, outputs, mix in timed.checked:
+        inputs = mixed(pool[entry], pool[(entry + 1) % 3], mix)
+        assert call <= last and torch.equal(outputs[0], inputs[0] * 2), (entry, call)
 
 
 def test_the_reading_flush_leaves_the_next_call_less_to_write_back():
@@ -275,8 +295,9 @@ def test_a_slow_call_gets_no_device_time():
 
 
 def test_device_time_calls_get_fresh_values():
-    """Each device-time call of ``time_pool`` gets the next pool entry's values in the same buffers first, as the
-    timed calls do, so a result cached by pointer is not timed as a kernel."""
+    """Each device-time call of ``time_pool`` gets fresh values in the same buffers first (two pool entries mixed
+    with a weight of its own), as the timed calls do, so a result cached by pointer or contents is not timed as a
+    kernel."""
     from kbstudy.harness.timing import time_pool
 
     seen = []
@@ -285,12 +306,14 @@ def test_device_time_calls_get_fresh_values():
         seen.append((x.data_ptr(), float(x[0])))  # a host read: fine here, the values are what is checked
         return x * 2
 
-    pool = [[torch.full((1 << 10,), 1.0, device="cuda")], [torch.full((1 << 10,), 2.0, device="cuda")]]
+    pool = [[torch.full((1 << 10,), 1.25, device="cuda")], [torch.full((1 << 10,), 2.5, device="cuda")]]
     timed = time_pool(call, pool, device="cuda", device_time=True, warmup_ms=0.0, min_warmup=2, budget_ms=1.0,
                       min_reps=5, max_reps=5)
     device_calls = seen[-len(timed.device.samples):]
     assert len({ptr for ptr, _ in device_calls}) == 1  # the same buffer ...
-    assert {value for _, value in device_calls} == {1.0, 2.0}  # ... with each entry's values in turn
+    values = [value for _, value in seen]
+    assert len(set(values)) == len(values)  # ... with values no call saw before (timed, host check, device time)
+    assert all(1.25 < value < 2.5 for value in values)  # a mix of the two entries
 
 
 def test_copy_at_size_is_a_plausible_bandwidth():

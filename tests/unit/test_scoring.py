@@ -10,7 +10,9 @@ import pytest
 from support.fixture_records import all_records, config_a, record, write_store
 
 from kbstudy.analysis import scoring
-from kbstudy.records.frames import load_evaluations
+from kbstudy.analysis.per_problem import per_problem_table
+from kbstudy.records.frames import load_evaluations, load_frames, withdraw_event_only_speedups
+from kbstudy.records.store import RecordStore
 
 
 @pytest.fixture()
@@ -306,3 +308,41 @@ def test_auto_margin_without_null_records_warns(tmp_path):
         scoring.attempts(bare, noise_margin=0)
         scoring.attempts(bare, significance=False)
         scoring.attempts(load_evaluations([tmp_path / "with_nulls"]))
+
+
+def _discrepant_records() -> list:
+    """Config D: two correct kernels timed 2x and 4x faster by their events; the 4x one's host-synchronised time
+    disagreed (``timing_discrepancy``: work on a side stream), as a record made before the rule holds it (the ratio
+    kept beside ``speedup_significant = false``)."""
+    honest = record("D", 1, kb=True, kbs=True, eager=2.0, compile=2.0)
+    hidden = record("D", 2, kb=True, kbs=True, eager=4.0, compile=4.0, sig=False, sig_compile=False)
+    honest.timing_discrepancy, hidden.timing_discrepancy = False, True
+    return [honest, hidden]
+
+
+def test_an_event_time_the_host_clock_contradicts_gives_no_speedup_anywhere(tmp_path):
+    """Issue 27, item 5: a candidate whose event timing disagrees with its host-synchronised time has no speedup in
+    any table, median or count: not in the frames the analyses load, not in summarize's statistics, not in the
+    speedup distribution, not in the per-problem table, even in a frame built by hand."""
+    write_store(tmp_path / "run", _discrepant_records())
+    loaded = load_frames([tmp_path / "run"]).evaluations
+    hidden = loaded[loaded.problem_id == 2].iloc[0]
+    assert hidden["speedup_vs_eager"] is None and hidden["speedup_vs_compile"] is None
+    assert hidden["speedup_vs_eager_ci_low"] is None and hidden["speedup_significant"] is False
+    assert loaded[loaded.problem_id == 1].iloc[0]["speedup_vs_eager"] == pytest.approx(2.0)
+    # a frame that did not come through load_frames (the raw store's) gets the same treatment in every function
+    raw = RecordStore(tmp_path / "run").evaluations_frame()
+    assert pd.to_numeric(raw["speedup_vs_eager"]).max() == pytest.approx(4.0)  # the record itself keeps its bytes
+    for frame in (loaded, raw):
+        for baseline in ("eager", "compile"):
+            d = _row(scoring.summarize(frame, baseline=baseline, noise_margin=0), "D")
+            assert d["n_correct"] == 2 and d["n_timed"] == 1
+            assert d["speedup_median"] == pytest.approx(2.0) and d["speedup_geomean"] == pytest.approx(2.0)
+            assert d["fast_2"] == pytest.approx(0.0) and d["fast_1.5"] == pytest.approx(0.5)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", scoring.NoNoiseMarginWarning)
+            assert list(scoring.correct_speedups(frame)["speedup"]) == pytest.approx([2.0])
+        table = per_problem_table(frame)
+        assert table[table.problem_id == 2]["speedup_vs_eager"].isna().all()
+    honest_only = raw[raw.problem_id == 1]
+    assert withdraw_event_only_speedups(honest_only) is honest_only  # nothing flagged: the frame as it was

@@ -8,6 +8,7 @@ import statistics
 import time
 
 import pytest
+import torch
 
 from kbstudy.harness.timing import (
     HOST_BLOCK_CALLS,
@@ -15,6 +16,7 @@ from kbstudy.harness.timing import (
     SLOW_CALL_MS,
     SLOW_CALL_REPS,
     host_block_calls,
+    host_time,
     time_callable,
 )
 from kbstudy.harness.timing_stats import TimingStats, median_ci_indices, summarize
@@ -236,3 +238,25 @@ def test_device_time_fields_are_the_samples_statistics():
     assert fields["candidate_device_ms_samples"] == samples
     with pytest.raises(ValueError):
         device_time_fields([])
+
+
+def test_host_time_is_the_calls_own_time_on_fresh_values(monkeypatch):
+    """``host_time`` (the host-synchronised cross-check, GPU): every call gets its own preparation (a new global
+    call index: fresh values), and the preparation's time is taken out. Run on the host with the device
+    synchronisation made a no-op: a 6 ms call after a 3 ms preparation measures about 6 ms."""
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    prepared, called = [], []
+
+    def prepare(g):
+        prepared.append(g)
+        time.sleep(0.003)
+        return [g]
+
+    def fn(g):
+        called.append(g)
+        time.sleep(0.006)
+
+    ms = host_time(fn, prepare, 40, device="cuda", calls=2)
+    assert prepared == list(range(40, 40 + 2 * 2 * HOST_BLOCKS))  # blocks with and without the calls
+    assert len(called) == 2 * HOST_BLOCKS == len(set(called))  # each call on values of its own
+    assert 5.0 < ms < 12.0, ms

@@ -260,7 +260,7 @@ class CandidateWorker:
 
     def _time(self, request: TimeCandidate) -> bool:
         """Time the candidate over the timing pool (protocol step 4): fresh values in the same buffers for every call,
-        seeded per pool entry, the outputs of each entry's first and last timed call kept for the reference to check,
+        seeded per pool entry, the outputs of timed calls drawn at random kept for the reference to check,
         and on a GPU the host-synchronised cross-check and, if asked, the device time."""
         try:
             shared = transfer.unshare(self.conn.recv_bytes())  # read-only: copied into private buffers per call
@@ -277,7 +277,7 @@ class CandidateWorker:
             del shared
             # plain tensors (a subclass defined by the candidate cannot be unpickled in the reference process)
             checked = [(entry, call, [o.as_subclass(torch.Tensor) if isinstance(o, torch.Tensor) else o
-                                      for o in outputs]) for entry, call, outputs in result.checked]
+                                      for o in outputs], mix) for entry, call, outputs, mix in result.checked]
             payload = transfer.pack_shared({"checked": checked})
         except BaseException as exc:  # noqa: BLE001
             self.fail(exc, "run")

@@ -37,8 +37,8 @@ from typing import Any
 
 import torch
 
+from kbstudy.harness import fresh_inputs, transfer
 from kbstudy.harness import timing as timing_mod
-from kbstudy.harness import transfer
 from kbstudy.harness.failures import classify_exception, error_text
 from kbstudy.harness.loading import load_module
 from kbstudy.harness.protocol import (
@@ -137,14 +137,25 @@ class ReferenceSession:
 
     def trial(self, trial) -> tuple[list, list, list]:
         """(inputs, expected outputs at precision, expected float64 outputs) of a trial: a correctness trial index
-        (KernelBench's, then the extra trials) or ``("timing", e)``, the inputs of timing-pool entry ``e`` regenerated
-        from its seed (bit-identical to the pool's, which a candidate's process can reach through shared memory)."""
+        (KernelBench's, then the extra trials; the job's ``reuse_trial`` keeps some of the trial before's elements,
+        ``kbstudy.harness.fresh_inputs.keep_some``) or ``("timing", e)``, the inputs of timing-pool entry ``e``
+        regenerated from its seed (bit-identical to the pool's, which a candidate's process can reach through shared
+        memory), or ``("timing", e, mix)``, a timed call's inputs (``kbstudy.harness.fresh_inputs.mixed``)."""
         if trial in self.cache:
             self.cache.move_to_end(trial)
             return self.cache[trial]
         self._make_room()
         seed = self._seed_of(trial)
-        inputs = self._make_inputs(seed, self._variant_of(trial))
+        if isinstance(trial, tuple) and len(trial) > 2 and trial[2] is not None:
+            # a timed call's inputs: two pool entries mixed with the call's weight (kbstudy.harness.fresh_inputs)
+            pool, entry = self.timing_pool()[0], int(trial[1])
+            inputs = fresh_inputs.mixed(pool[entry], pool[(entry + 1) % len(pool)], float(trial[2]))
+        elif self.job.reuse_trial is not None and trial == self.job.reuse_trial and trial > 0:
+            # the storage-reuse trial keeps some of the previous trial's elements (kbstudy.harness.fresh_inputs)
+            inputs = fresh_inputs.keep_some(self.trial(trial - 1)[0], self._make_inputs(seed, self._variant_of(trial)),
+                                            seed)
+        else:
+            inputs = self._make_inputs(seed, self._variant_of(trial))
         set_seed(seed)
         expected = flatten_outputs(self.model(*inputs))
         expected64 = self._reference64(inputs, seed, expected)
@@ -430,7 +441,9 @@ class ReferenceSession:
         answers for their pool entries (inputs regenerated from the entries' seeds).
 
         Args:
-            checked: ``[(entry, timed call index, outputs), ...]``.
+            checked: ``[(entry, timed call index, outputs, mix), ...]``: the call's inputs were pool entries ``entry``
+                and ``entry + 1`` mixed with weight ``mix`` (``kbstudy.harness.fresh_inputs.mixed``; no ``mix`` or
+                ``None``: the entry's own inputs).
             check: ``"kbstudy"`` (kbstudy's per-trial check with the NaN sentinel, for a kbstudy-correct candidate) or
                 ``"kernelbench"`` (KernelBench's ``allclose``, for a candidate only KernelBench's verdict passed):
                 the check the candidate's verdict rests on, so an honest kernel's timed outputs pass it as its
@@ -442,17 +455,21 @@ class ReferenceSession:
         if check not in ("kbstudy", "kernelbench"):
             raise ValueError(f"unknown check {check!r}")
         mismatches = []
-        for entry, call, outputs in checked:
-            _, expected, expected64 = self.trial(("timing", int(entry)))
+        for entry, call, outputs, *mix in checked:
+            key = ("timing", int(entry), float(mix[0]) if mix and mix[0] is not None else None)
+            _, expected, expected64 = self.trial(key)
             if check == "kbstudy":
                 result = verify.kbstudy_trial(expected, expected64, outputs, self.precision, "nan",
-                                              self.bound_errors(("timing", int(entry))))
+                                              self.bound_errors(key))
                 detail = None if result.passed else f"{result.failure}: {result.detail}"
             else:
                 result = verify.kernelbench_trial(expected, outputs, self.precision)
                 detail = None if result.passed else f"kernelbench: {result.note}"
             if detail is not None:
                 mismatches.append({"entry": int(entry), "call": int(call), "detail": detail})
+            if key[2] is not None:  # one call's inputs, never asked for again: keep the cache for the trials
+                self.cache.pop(key, None)
+                self._reference_errors.pop(key, None)
         return {"ok": not mismatches, "checked": len(checked), "mismatches": mismatches[:10]}
 
     # ------------------------------------------------------------------------------------------------ flags
