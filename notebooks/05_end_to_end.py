@@ -149,6 +149,8 @@ if production_records_dir and project_path(production_records_dir).is_dir():
 comparison_setups = e2e.setup_comparison(setups, seven, rule=rule)
 comparison_setups.to_csv(tables_dir / "setup_comparison.csv", index=False)
 show(comparison_setups, caption=f"Addressable fraction by setup (baseline: eager, {eager_records_dir})")
+transformers = list(workloads.loc[workloads["domain"] == "transformer", "workload_key"].unique())
+print(e2e.closest_setup(comparison_setups, transformers))
 projections = {("eager", "llm"): llm}
 if "production" in setups:
     p_kernels, p_workloads = setups["production"]

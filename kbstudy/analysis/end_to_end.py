@@ -101,6 +101,29 @@ def setup_comparison(profiles: dict[str, tuple[pd.DataFrame, pd.DataFrame]], key
                                        "triton_share", "kernel_ms", "step_ms"])
 
 
+#: The paper's GEMM+attention share of transformer GPU time (its profiles: 80-86%).
+PAPER_TRANSFORMER_GEMM_ATTENTION = (0.80, 0.86)
+
+
+def closest_setup(comparison: pd.DataFrame, transformer_keys: Sequence[str],
+                  paper: tuple[float, float] = PAPER_TRANSFORMER_GEMM_ATTENTION) -> str:
+    """Which setup's transformer profiles are closest to the paper's GEMM+attention share, in words: per setup the
+    range of ``gemm_attention_share`` over ``transformer_keys`` (:func:`setup_comparison` rows) and its mean
+    distance to the paper's interval."""
+    rows = comparison[comparison["workload_key"].isin(transformer_keys)]
+    if rows.empty:
+        return "No transformer profile in the records."
+    lo, hi = paper
+    gaps = {}
+    for setup, g in rows.groupby("setup", sort=False):
+        share = g["gemm_attention_share"]
+        gaps[setup] = (float(np.mean([max(lo - v, 0.0, v - hi) for v in share])), _span(share))
+    best = min(gaps, key=lambda k: gaps[k][0])
+    spans = "; ".join(f"{k}: {span}" for k, (_, span) in gaps.items())
+    return (f"GEMM+attention share of the transformers' GPU time, {spans}; the paper reports {lo:.0%}-{hi:.0%}, "
+            f"closest to the {best} setup (mean distance {gaps[best][0]:.1%} from its range).")
+
+
 def projected_vs_measured(projections: dict[tuple[str, str], pd.DataFrame], measured: pd.DataFrame) -> pd.DataFrame:
     """Each projected workload (``projections``: ``(setup, kernel_source)`` -> :func:`kbstudy.analysis.projection.
     workload_projection`) with its measured saving where a record exists: ``projected_of_step`` (per category, as a
@@ -122,6 +145,7 @@ def projected_vs_measured(projections: dict[tuple[str, str], pd.DataFrame], meas
                          "f": p["f"], "amdahl_bound": p["amdahl_bound"],
                          "projected_of_kernels": p["saving_by_category"], "projected_of_step": projected,
                          "measured_saving": measured_saving,
+                         "outcome": rec["outcome"] if rec is not None else "",
                          "baseline_ms": rec["baseline_ms"] if rec is not None else np.nan,
                          "substituted_ms": rec["substituted_ms"] if rec is not None else np.nan,
                          "places_substituted": rec["places_substituted"] if rec is not None else np.nan,
@@ -140,6 +164,23 @@ def _span(values: pd.Series) -> str:
     if not len(v):
         return "-"
     return _pct(v.min()) if math.isclose(v.min(), v.max(), abs_tol=5e-4) else f"{_pct(v.min())}-{_pct(v.max())}"
+
+
+def _measured_sentence(measured: pd.DataFrame) -> str:
+    """The measured cases in words: for each kernel source, the cases where kernels applied nowhere counted together,
+    the others one by one with their outcome."""
+    parts = []
+    for source, g in measured.groupby("kernel_source", sort=False):
+        idle = g[g["outcome"] == "nothing_applicable"]
+        if len(idle):
+            parts.append(f"{source} kernels applied nowhere in {len(idle)} of {len(g)} cases (workload x setup), "
+                         "every place refused by the guard (no verified kernel for the operator, or one verified at another dtype or shape), saving 0")
+        for r in g[g["outcome"] != "nothing_applicable"].itertuples():
+            what = ("refused by the end-to-end check, saving 0" if r.outcome == "check_failed"
+                    else f"{_pct(r.measured_saving)} of step time")
+            parts.append(f"{source} kernels in {r.workload_key} ({r.setup}): {what}, against "
+                         f"{_pct(r.projected_of_step)} projected")
+    return "; ".join(parts) + "."
 
 
 def answer(llm: pd.DataFrame, llm_rates: pd.DataFrame, compile_rates: pd.DataFrame | None,
@@ -175,9 +216,7 @@ def answer(llm: pd.DataFrame, llm_rates: pd.DataFrame, compile_rates: pd.DataFra
                      + (f" ({_span(step)} of its step time)." if step.notna().any() else "."))
     measured = comparison[comparison["measured_saving"].notna()] if len(comparison) else comparison
     if len(measured):
-        parts.append("Measured by substitution: " + "; ".join(
-            f"{r.workload_key} ({r.setup}, {r.kernel_source}) {_pct(r.measured_saving)} against "
-            f"{_pct(r.projected_of_step)} projected" for r in measured.itertuples()) + ".")
+        parts.append("Measured by substitution: " + _measured_sentence(measured))
     else:
         parts.append("No substitution has been measured yet: the measured column is empty.")
     return " ".join(parts)
@@ -209,5 +248,5 @@ def plot_projected_vs_measured(comparison: pd.DataFrame, title: str):
     return fig
 
 
-__all__ = ["MEASURED_COLUMNS", "KERNEL_SOURCES", "load_substitution_records", "workload_name", "setup_comparison",
+__all__ = ["MEASURED_COLUMNS", "KERNEL_SOURCES", "load_substitution_records", "workload_name", "setup_comparison", "closest_setup",
            "projected_vs_measured", "answer", "plot_projected_vs_measured"]

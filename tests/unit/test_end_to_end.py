@@ -64,3 +64,14 @@ def test_setups_projected_and_measured_side_by_side(tmp_path):
     assert row["kernel_source"] == "LLM-written"
     text = e2e.answer(llm, rates, rates.assign(wins=0), None, table, "CPU")
     assert "2 of 3" in text and "0 of 3" in text and "bert_infer@tiny (eager, LLM-written) 1.0%" in text
+
+
+def test_closest_setup_names_the_setup_nearer_the_papers_share():
+    """On the committed H100 profiles the transformers' GEMM+attention share is nearer the paper's 80-86% under
+    torch.compile than eager; with the interval moved below both setups' shares, eager is the nearer one."""
+    setups = {s: profiles.load_profile_records(committed_records(f"profiles/h100/{s}")) for s in ("eager", "production")}
+    keys = ["gpt2_train@small", "llama_infer@1b", "bert_infer@base"]
+    both = e2e.setup_comparison(setups, keys)
+    assert "closest to the production setup" in e2e.closest_setup(both, keys)
+    assert "closest to the eager setup" in e2e.closest_setup(both, keys, paper=(0.0, 0.45))
+    assert e2e.closest_setup(both, ["absent"]) == "No transformer profile in the records."
