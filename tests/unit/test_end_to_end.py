@@ -63,7 +63,7 @@ def test_setups_projected_and_measured_side_by_side(tmp_path):
     assert row["difference_pp"] == pytest.approx(100 * (0.01 - row["projected_of_step"]))
     assert row["kernel_source"] == "LLM-written"
     text = e2e.answer(llm, rates, rates.assign(wins=0), None, table, "CPU")
-    assert "2 of 3" in text and "0 of 3" in text and "bert_infer@tiny (eager, LLM-written) 1.0%" in text
+    assert "2 of 3" in text and "0 of 3" in text and "LLM-written kernels in bert_infer@tiny (eager): 1.0% of step time" in text
 
 
 def test_closest_setup_names_the_setup_nearer_the_papers_share():
