@@ -7,6 +7,7 @@ import concurrent.futures
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Iterable
 
@@ -37,6 +38,8 @@ class BuildQueue:
         self._children: set[Child] = set()
         self._closed = False
         self.results: dict[str, dict] = {}
+        #: ``time.perf_counter()`` at which each source's build ended
+        self.finished: dict[str, float] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kbstudy-build")
         self._futures = {sha: self._pool.submit(self._build_one, cand) for sha, cand in unique.items()}
 
@@ -65,6 +68,7 @@ class BuildQueue:
             with self._lock:
                 self._children.discard(child)
         self.results[candidate.sha256] = result
+        self.finished[candidate.sha256] = time.perf_counter()
         return result
 
     def wait(self, candidates: Iterable[Candidate]) -> None:

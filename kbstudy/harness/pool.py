@@ -298,6 +298,8 @@ class ChildPool:
         self.warm_device = warm_device
         self._next: Child | None = None
         self._all: list[Child] = []
+        self._lock = threading.RLock()  # threads of a batch with several problems in flight share the pool
+        self._closed = False
 
     #: attempts to start a child that dies before reporting idle (e.g. CUDA out of memory while creating its context,
     #: when other processes fill the GPU), with these pauses (s) between them
@@ -305,7 +307,14 @@ class ChildPool:
 
     def get(self) -> Child:
         """An idle child. A child that dies while starting is replaced (:data:`START_RETRY_PAUSES_S`); raises
-        :class:`WorkerStartError` when every attempt died, naming the last exit status."""
+        :class:`WorkerStartError` when every attempt died, naming the last exit status; :class:`ChildDied` once the
+        pool is shut down."""
+        with self._lock:
+            if self._closed:
+                raise ChildDied(None, "the batch is stopping: no new worker process")
+            return self._get()
+
+    def _get(self) -> Child:
         # children closed since the last call are forgotten: a batch holds descriptors only for live children
         self._all = [c for c in self._all if not isinstance(c.process, containment.EndedProcess)]
         child = self._next or Child(self.warm_device)
@@ -333,11 +342,14 @@ class ChildPool:
         return child
 
     def shutdown(self) -> None:
-        for child in self._all:
+        """Kill every child handed out or spare; :meth:`get` refuses from now on."""
+        with self._lock:
+            self._closed = True
+            children, self._all = list(self._all), []
+            self._next = None
+        for child in children:
             if child.process.is_alive() or child.process.exitcode is None:
                 child.kill()
-        self._all.clear()
-        self._next = None
 
 
 def label(identifier: str) -> str:
