@@ -1,5 +1,6 @@
 """CUDA candidates' builds, in the background: :class:`BuildQueue` fills the build cache (one extension folder per
-source SHA-256, ``<cache_dir>/torch_extensions/<sha>``) while earlier problems are evaluated."""
+source, torch, CUDA and build environment, ``<cache_dir>/torch_extensions/<key>``, ``kbstudy.harness.build_cache``)
+while earlier problems are evaluated."""
 
 from __future__ import annotations
 
@@ -32,7 +33,10 @@ class BuildQueue:
     def __init__(self, candidates: list[Candidate], cfg: EvalConfig, device: str):
         unique = {c.sha256: c for c in candidates if c.backend == "cuda"}
         jobs = max(1, min(cfg.build_jobs or os.cpu_count() or 1, len(unique) or 1))
-        self._max_jobs = max(1, (os.cpu_count() or 1) // jobs)  # ninja's parallelism inside one build
+        # ninja's parallelism inside one build: at least 2, for load_inline's two compile units (the C++ bindings
+        # and the CUDA source), so that the builds past the first ``jobs`` (e.g. 24 candidates on 16 cores) do not
+        # leave half the cores idle while each compiles its two units one after the other
+        self._max_jobs = max(2, (os.cpu_count() or 1) // jobs)
         self._cfg, self._device = cfg, device
         self._lock = threading.Lock()
         self._children: set[Child] = set()

@@ -2,8 +2,10 @@
 
 For each problem with candidates not yet in the store:
 
-1. CUDA candidates are built first, in parallel across CPU cores, into a build cache keyed by the source's SHA-256
-   (``<cache_dir>/torch_extensions/<sha>``), each build in a process of its own with a timeout;
+1. CUDA candidates' builds all start at once, in parallel across CPU cores, into a build cache kept between batches
+   (``<cache_dir>/torch_extensions/<key>``, keyed by source, torch, CUDA and build environment:
+   ``kbstudy.harness.build_cache``), each build in a process of its own with a timeout; a problem is evaluated as
+   soon as its candidates are built;
 2. a *reference process* loads the problem, builds its inputs and expected outputs, and times the reference in eager
    and under ``torch.compile`` (once per problem, precision, size scale and hardware: reused from ``references.jsonl``
    on later runs);
@@ -16,6 +18,12 @@ For each problem with candidates not yet in the store:
    for the share of device time in custom kernels (``kbstudy.harness.kernel_share``);
 4. whatever happens -- an exception, a compile error, a hang past the timeout, a segfault, a CUDA error, an OOM --
    becomes one :class:`~kbstudy.records.schema.EvaluationRecord`, appended to the store before the next candidate starts.
+
+With ``EvalConfig.concurrency`` > 1, several problems are in flight at once, each in a thread: one's reference process
+is set up and its candidates load and run their correctness trials while another's are timed. Every request to a
+child takes the device lock (``kbstudy.harness.gpu_lock``): shared for untimed work, exclusive for timing (the
+candidate's timing and profiled call, the eager and ``torch.compile`` baselines), so a timed region has the device to
+itself as in a serial batch. Each process still serves one candidate or one problem's reference.
 
 Where each piece lives: settings and device (``config``), processes (``pool``, ``child/``), builds (``builds``), the
 message protocol (``protocol``), the reference's and a candidate's parent side (``reference_run``, ``candidate_run``),

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kbstudy.harness import containment
+from kbstudy.harness.build_cache import extensions_dir
 from kbstudy.harness.candidates import Candidate
 from kbstudy.harness.child.bootstrap import process_main
 from kbstudy.harness.config import EvalConfig
@@ -359,12 +360,12 @@ def label(identifier: str) -> str:
 
 def child_env(candidate: Candidate | None, cfg: EvalConfig, device: str, max_jobs: int | None = None) -> dict:
     """The environment of a child's role: one Inductor compile thread; for a candidate, its own extensions folder
-    (per source SHA-256), the shared Triton cache and, for Triton on a CPU, the interpreter; for a build, ninja's
+    (``kbstudy.harness.build_cache``: per source, torch, CUDA and build environment), the shared Triton cache and, for Triton on a CPU, the interpreter; for a build, ninja's
     parallelism (``max_jobs``)."""
     env: dict[str, str | None] = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
     cache = Path(cfg.cache_dir).resolve()
     if candidate is not None:
-        env["TORCH_EXTENSIONS_DIR"] = str(cache / "torch_extensions" / candidate.sha256[:20])
+        env["TORCH_EXTENSIONS_DIR"] = str(extensions_dir(cache, candidate.sha256))
         env["TRITON_CACHE_DIR"] = str(cache / "triton")
         if candidate.backend == "triton" and not device.startswith("cuda"):
             env["TRITON_INTERPRET"] = "1"
