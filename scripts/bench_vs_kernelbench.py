@@ -73,11 +73,12 @@ def select_kernels(data: Path, model: str, n: int) -> list[dict]:
 
 
 def kbstudy_command(candidates: Path, problems: Path, records: Path, cache: Path, kernels: list[dict], device: str,
-                    extra: list[str]) -> list[str]:
+                    concurrency: int, extra: list[str]) -> list[str]:
     """The ``kbstudy eval`` command line of one phase."""
     cmd = [sys.executable, "-m", "kbstudy", "eval", "--problems", str(problems), "-c", str(candidates),
            "--out", str(records), "--level", "1", "--precision", "fp32", "--device", device,
-           "--no-compile-baseline", "--run-timeout", "60", "--cache-dir", str(cache), "--no-progress"]
+           "--no-compile-baseline", "--run-timeout", "60", "--cache-dir", str(cache), "--no-progress",
+           "--concurrency", str(concurrency)]
     for k in kernels:
         cmd += ["--problem-id", str(k["problem"])]
     return cmd + extra
@@ -177,12 +178,14 @@ def kbstudy_phase(cmd: list[str], records: Path, timeout_s: float) -> dict:
     wall = time.perf_counter() - started
     evaluations = _jsonl(records / "evaluations.jsonl")
     references = {r["key"]: r for r in _jsonl(records / "references.jsonl")}
-    per_kernel, builds = [], []
+    per_kernel, builds, built = [], [], []
     for row in evaluations:
         meta = row.get("metadata") or {}
         ref = references.get(row.get("reference_key") or "") or {}
         if meta.get("build_seconds") is not None:
             builds.append(meta["build_seconds"])
+        if meta.get("build_done_s") is not None:
+            built.append(meta["build_done_s"])
         per_kernel.append({"problem": row["problem_id"], "outcome": row["outcome"],
                            "kernelbench_correct": row.get("kernelbench_correct"),
                            "kbstudy_correct": row.get("kbstudy_correct"),
@@ -194,8 +197,15 @@ def kbstudy_phase(cmd: list[str], records: Path, timeout_s: float) -> dict:
                            "speedup_vs_eager": row.get("speedup_vs_eager")})
     walls = [p["worker_wall_s"] for p in per_kernel if p["worker_wall_s"] is not None]
     batch = next((r["metadata"]["batch"] for r in evaluations if (r.get("metadata") or {}).get("batch")), None)
+    ends = [(r.get("metadata") or {}).get("span_unix", [None, None])[1] for r in evaluations]
+    ends = sorted(e for e in ends if e is not None)
+    started = (batch or {}).get("started_unix")
     return {"wall_s": wall, "returncode": rc, "output_tail": tail if rc != 0 else None,
-            "build_s": (batch or {}).get("build_s"), "build_cpu_s": sum(builds) if builds else None,
+            # builds overlap the evaluation: when the last one ended (s after the batch started), and their wall
+            # times summed over build processes
+            "build_s": max(built) if built else None, "build_process_s": sum(builds) if builds else None,
+            "batch_s": ends[-1] - started if ends and started else None,
+            "first_record_s": ends[0] - started if ends and started else None,
             "median_worker_wall_s": statistics.median(walls) if walls else None, "batch": batch,
             "kernels": sorted(per_kernel, key=lambda p: p["problem"])}
 
@@ -217,8 +227,8 @@ def side_by_side(kernels: list[dict], kb: dict | None, ks: dict | None) -> list[
         rows.append({"problem": k["problem"], "kernelbench": a.get("correctness"),
                      "kbstudy_kernelbench_verdict": b.get("kernelbench_correct"),
                      "kbstudy_verdict": b.get("kbstudy_correct"), "kbstudy_outcome": b.get("outcome"),
-                     "agree": (a.get("correctness") is not None and b.get("kernelbench_correct") is not None
-                               and bool(a["correctness"]) == bool(b["kernelbench_correct"]))})
+                     "agree": None if a.get("correctness") is None or b.get("kernelbench_correct") is None
+                     else bool(a["correctness"]) == bool(b["kernelbench_correct"])})
     return rows
 
 
@@ -259,8 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-workers", type=int, default=os.cpu_count() or 1,
                         help="KernelBench's build pool (its script: one per CPU core)")
     parser.add_argument("--phase-timeout", type=float, default=600.0, help="s allowed to kbstudy's eval per phase")
+    parser.add_argument("--concurrency", type=int, default=4, help="kbstudy eval --concurrency (problems in flight)")
     parser.add_argument("--kbstudy-arg", action="append", default=[],
-                        help="an extra argument for kbstudy eval (repeat), e.g. --kbstudy-arg=--concurrency=1")
+                        help="an extra argument for kbstudy eval (repeat), e.g. --kbstudy-arg=--build-jobs=8")
     parser.add_argument("--dry-run", action="store_true", help="list the kernels and commands; run nothing")
     args = parser.parse_args(argv)
 
@@ -271,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     candidates = work / "candidates.jsonl"
     problems = args.kernelbench_data.resolve() / "kernelbench_v0_problems.jsonl"
     commands = {p: kbstudy_command(candidates, problems, work / f"kbstudy-{p}-records", work / "kbstudy-cache",
-                                   kernels, args.device, args.kbstudy_arg) for p in phases}
+                                   kernels, args.device, args.concurrency, args.kbstudy_arg) for p in phases}
     if args.dry_run:
         print(json.dumps({"kernels": [{"problem": k["problem"], "model": k["display_name"]} for k in kernels],
                           "kernelbench": {"src": str(args.kernelbench_src), "eval": KB_EVAL,
@@ -312,6 +323,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{summary.get('skipped') or ''}", file=sys.stderr, flush=True)
         result["verdicts"] = side_by_side(kernels, result.get("kernelbench"), result.get("kbstudy"))
         result["ratios"] = ratios(result)
+        compared = [v["agree"] for v in result["verdicts"] if v["agree"] is not None]
+        result["verdicts_agree"] = f"{sum(compared)} of {len(compared)}" if compared else None
         args.out.write_text(json.dumps(record, indent=2, default=str) + "\n")  # what is done so far survives a kill
     print(json.dumps({p: r["ratios"] for p, r in record["phases"].items()}, indent=2))
     return 0
