@@ -309,17 +309,13 @@ class ChildPool:
     def get(self) -> Child:
         """An idle child. A child that dies while starting is replaced (:data:`START_RETRY_PAUSES_S`); raises
         :class:`WorkerStartError` when every attempt died, naming the last exit status; :class:`ChildDied` once the
-        pool is shut down."""
+        pool is shut down. Safe from several threads: a child is waited for (its start, its CUDA context) outside
+        the pool's lock, so threads' children start side by side."""
         with self._lock:
-            if self._closed:
-                raise ChildDied(None, "the batch is stopping: no new worker process")
-            return self._get()
-
-    def _get(self) -> Child:
-        # children closed since the last call are forgotten: a batch holds descriptors only for live children
-        self._all = [c for c in self._all if not isinstance(c.process, containment.EndedProcess)]
-        child = self._next or Child(self.warm_device)
-        self._next = None
+            # children closed since the last call are forgotten: a batch holds descriptors only for live children
+            self._all = [c for c in self._all if not isinstance(c.process, containment.EndedProcess)]
+            child = self._next or self._start()
+            self._next = None
         for pause in (*self.START_RETRY_PAUSES_S, None):
             try:
                 child.wait_idle()
@@ -335,10 +331,18 @@ class ChildPool:
                         f"({exc}; warm device {self.warm_device or 'none'}); the device may be out of memory or "
                         f"unavailable. Records written so far are kept: rerun to resume.") from exc
                 time.sleep(pause)
-                child = Child(self.warm_device)
-        if self.spare:
-            self._next = Child(self.warm_device)
-            self._all.append(self._next)
+                with self._lock:
+                    child = self._start()
+        with self._lock:
+            if self.spare and self._next is None and not self._closed:
+                self._next = self._start()
+        return child
+
+    def _start(self) -> Child:
+        """A new child, known to :meth:`shutdown` from its start (call with the lock held)."""
+        if self._closed:
+            raise ChildDied(None, "the batch is stopping: no new worker process")
+        child = Child(self.warm_device)
         self._all.append(child)
         return child
 

@@ -42,7 +42,7 @@ def test_dry_run_lists_the_kernels_and_the_commands(kernelbench_dir, tmp_path):
 
 def test_a_cpu_run_writes_the_record(kernelbench_dir, tmp_path):
     out = tmp_path / "bench.json"
-    proc = _run(kernelbench_dir, "--n", "2", "--device", "cpu", "--out", str(out),
+    proc = _run(kernelbench_dir, "--n", "2", "--device", "cpu", "--out", str(out), "--work", str(tmp_path / "work"),
                 "--kernelbench-src", str(tmp_path / "no-kernelbench-here"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     record = json.loads(out.read_text())
