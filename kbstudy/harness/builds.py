@@ -82,6 +82,10 @@ class BuildQueue:
             if future is not None:
                 future.result()
 
+    def done(self, candidates: Iterable[Candidate]) -> bool:
+        """Whether every given CUDA candidate's build has finished (successfully or not)."""
+        return all(self._futures[c.sha256].done() for c in candidates if c.sha256 in self._futures)
+
     def close(self) -> None:
         """Cancel the builds not started and kill the running ones (an interrupted batch leaves no nvcc behind)."""
         with self._lock:

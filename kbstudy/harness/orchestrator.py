@@ -135,7 +135,7 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
             # candidates load and run their trials while another's are timed (timed regions hold the device alone,
             # kbstudy.harness.gpu_lock)
             threads = concurrent.futures.ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="kbstudy-problem")
-            futures = [threads.submit(batch.evaluate_problem, problem, cands) for problem, cands in work]
+            futures = _submit_as_built(threads, batch, work, builds)
             for future in futures:
                 future.result()
     finally:
@@ -263,6 +263,24 @@ class _Batch:
         finally:
             if ref is not None:
                 ref.close()
+
+
+def _submit_as_built(threads: concurrent.futures.ThreadPoolExecutor, batch: _Batch,
+                     work: list[tuple[Problem, list[Candidate]]], builds: BuildQueue | None) -> list:
+    """Hand the problems to the threads in the order their builds end (problem order among those built), so that no
+    thread waits on a slow build while others' candidates are ready; returns the futures. A problem whose thread
+    failed (a worker that cannot start) stops the handing out: its exception is raised by its future."""
+    futures, waiting = [], list(work)
+    while waiting:
+        ready = [w for w in waiting if builds is None or builds.done(w[1])]
+        for item in ready:
+            futures.append(threads.submit(batch.evaluate_problem, *item))
+            waiting.remove(item)
+        if any(f.done() and f.exception() is not None for f in futures):
+            break
+        if waiting:
+            time.sleep(0.1)
+    return futures
 
 
 def _skipped_float32_only(cand: Candidate, cfg: EvalConfig) -> bool:
