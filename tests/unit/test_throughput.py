@@ -4,6 +4,7 @@ never starved), the build cache's key, and where a batch's time went (``kbstudy.
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 import time
 from pathlib import Path
@@ -16,6 +17,7 @@ from kbstudy.analysis.stage_time import batch_walls, stage_breakdown
 from kbstudy.cli.app import app
 from kbstudy.harness.build_cache import BUILD_ENV, build_key, extensions_dir
 from kbstudy.harness.gpu_lock import DeviceLock
+from kbstudy.harness.orchestrator import _submit_as_built
 from kbstudy.records.frames import load_frames
 
 COMMITTED = Path(__file__).resolve().parents[2] / "outputs" / "records" / "kernelbench" / "h200" / "leaderboard"
@@ -171,3 +173,30 @@ def test_batch_walls_from_hand_made_records():
     assert table.loc["gpu_wait", "seconds"] == pytest.approx(0.6) and table.loc["gpu_wait", "category"] == "waiting"
     assert table.loc["reference_time", "seconds"] == 0.7 and table.loc["time", "seconds"] == 2.0
     assert table.loc["build", "seconds"] == 19.0 and table.loc["build_wait", "category"] == "waiting"
+
+
+# ------------------------------------------------------------------------------------------------ problems as built
+
+
+def test_problems_are_handed_out_in_the_order_their_builds_end():
+    class Builds:  # problem "b" is built first, then "a", then "c"
+        def __init__(self):
+            self.calls = 0
+
+        def done(self, cands):
+            self.calls += 1
+            return {"b": True, "a": self.calls > 4, "c": self.calls > 8}[cands[0]]
+
+    class Batch:
+        def __init__(self):
+            self.order = []
+
+        def evaluate_problem(self, problem, cands):
+            self.order.append(problem)
+
+    batch = Batch()
+    with concurrent.futures.ThreadPoolExecutor(1) as threads:
+        futures = _submit_as_built(threads, batch, [("A", ["a"]), ("B", ["b"]), ("C", ["c"])], Builds())
+        for f in futures:
+            f.result()
+    assert batch.order == ["B", "A", "C"]
