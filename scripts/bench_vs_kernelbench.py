@@ -23,7 +23,7 @@ harness and phase the wall time, the build time, per-kernel times and outcomes, 
 side, with the hardware and kbstudy's provenance (commit, versions).
 
     python scripts/bench_vs_kernelbench.py --kernelbench-src .device/kernelbench-src \\
-        --kernelbench-data .device/kernelbench --out outputs/bench/h100-vs-kernelbench.json
+        --kernelbench-data .device/kernelbench --out outputs/benchmarks/vs-kernelbench-h100.json
     python scripts/bench_vs_kernelbench.py --dry-run ...      # list the kernels and the commands only
 """
 
