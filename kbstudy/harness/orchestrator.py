@@ -114,8 +114,9 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
     builds = BuildQueue([c for c in pending if not _skipped_float32_only(c, cfg)], cfg, device) \
         if device.startswith("cuda") else None
     on_gpu = device.startswith("cuda")
-    pool = ChildPool(spare=on_gpu if cfg.spare_process is None else cfg.spare_process,
-                     warm_device=device if on_gpu else None)
+    # one spare process per problem in flight (each problem takes two: its reference's and its candidate's)
+    spare = on_gpu if cfg.spare_process is None else cfg.spare_process
+    pool = ChildPool(spare=max(1, cfg.concurrency) if spare else 0, warm_device=device if on_gpu else None)
     # children live in process groups of their own, so a signal to this process alone would orphan them: turn
     # SIGTERM (timeout, batch schedulers) into an exception that reaches the cleanup below
     previous = signal.signal(signal.SIGTERM, _raise_interrupt) if _in_main_thread() else None

@@ -292,12 +292,13 @@ class Child:
 
 
 class ChildPool:
-    """Hands out idle children, keeping one spare started ahead so the next candidate skips torch's import."""
+    """Hands out idle children, keeping ``spare`` of them started ahead (``True``: one) so the next candidate or
+    reference skips the process start and, on a GPU, the CUDA context's creation."""
 
-    def __init__(self, spare: bool = True, warm_device: str | None = None):
-        self.spare = spare
+    def __init__(self, spare: bool | int = True, warm_device: str | None = None):
+        self.spare = int(spare)
         self.warm_device = warm_device
-        self._next: Child | None = None
+        self._spares: list[Child] = []
         self._all: list[Child] = []
         self._lock = threading.RLock()  # threads of a batch with several problems in flight share the pool
         self._closed = False
@@ -314,8 +315,7 @@ class ChildPool:
         with self._lock:
             # children closed since the last call are forgotten: a batch holds descriptors only for live children
             self._all = [c for c in self._all if not isinstance(c.process, containment.EndedProcess)]
-            child = self._next or self._start()
-            self._next = None
+            child = self._spares.pop(0) if self._spares else self._start()
         for pause in (*self.START_RETRY_PAUSES_S, None):
             try:
                 child.wait_idle()
@@ -334,8 +334,8 @@ class ChildPool:
                 with self._lock:
                     child = self._start()
         with self._lock:
-            if self.spare and self._next is None and not self._closed:
-                self._next = self._start()
+            while len(self._spares) < self.spare and not self._closed:
+                self._spares.append(self._start())
         return child
 
     def _start(self) -> Child:
@@ -351,7 +351,7 @@ class ChildPool:
         with self._lock:
             self._closed = True
             children, self._all = list(self._all), []
-            self._next = None
+            self._spares = []
         for child in children:
             if child.process.is_alive() or child.process.exitcode is None:
                 child.kill()
