@@ -66,6 +66,8 @@ def eval_command(
     retry_outcome: Optional[List[str]] = typer.Option(None, "--retry-outcome",
                                                       help="evaluate again the records with this outcome (repeat; "
                                                            "e.g. out_of_memory, crashed after a shared-GPU run)"),
+    concurrency: int = typer.Option(1, help="problems in flight at once: untimed work overlaps, every timed region "
+                                            "holds the device alone (docs/reference/throughput.md)"),
     skip_float32_only: bool = typer.Option(False, "--skip-float32-only",
                                            help="at bf16/fp16, record CUDA candidates hard-coded to float32 (static "
                                                 "dtype scan) as skipped, reason float32_only, without running them"),
@@ -93,7 +95,8 @@ def eval_command(
                      compile_baseline=compile_baseline, load_timeout_s=load_timeout, run_timeout_s=run_timeout,
                      build_jobs=build_jobs, cache_dir=str(cache_dir), inputs_on_device=inputs_on_device,
                      progress=progress, fresh_trials=fresh_trials, extra_seeds=seeds,
-                     skip_float32_only=skip_float32_only, retry_outcomes=tuple(retry_outcome or ()))
+                     skip_float32_only=skip_float32_only, retry_outcomes=tuple(retry_outcome or ()),
+                     concurrency=concurrency)
     cfg.timing = {**cfg.timing, "budget_ms": timing_budget_ms}
     try:
         summary = evaluate_batch(probs, cands, store, cfg)

@@ -1,5 +1,6 @@
 """CUDA candidates' builds, in the background: :class:`BuildQueue` fills the build cache (one extension folder per
-source SHA-256, ``<cache_dir>/torch_extensions/<sha>``) while earlier problems are evaluated."""
+source, torch, CUDA and build environment, ``<cache_dir>/torch_extensions/<key>``, ``kbstudy.harness.build_cache``)
+while earlier problems are evaluated."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import concurrent.futures
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 from typing import Iterable
 
@@ -31,12 +33,17 @@ class BuildQueue:
     def __init__(self, candidates: list[Candidate], cfg: EvalConfig, device: str):
         unique = {c.sha256: c for c in candidates if c.backend == "cuda"}
         jobs = max(1, min(cfg.build_jobs or os.cpu_count() or 1, len(unique) or 1))
-        self._max_jobs = max(1, (os.cpu_count() or 1) // jobs)  # ninja's parallelism inside one build
+        # ninja's parallelism inside one build: at least 2, for load_inline's two compile units (the C++ bindings
+        # and the CUDA source), so that the builds past the first ``jobs`` (e.g. 24 candidates on 16 cores) do not
+        # leave half the cores idle while each compiles its two units one after the other
+        self._max_jobs = max(2, (os.cpu_count() or 1) // jobs)
         self._cfg, self._device = cfg, device
         self._lock = threading.Lock()
         self._children: set[Child] = set()
         self._closed = False
         self.results: dict[str, dict] = {}
+        #: ``time.perf_counter()`` at which each source's build ended
+        self.finished: dict[str, float] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="kbstudy-build")
         self._futures = {sha: self._pool.submit(self._build_one, cand) for sha, cand in unique.items()}
 
@@ -65,6 +72,7 @@ class BuildQueue:
             with self._lock:
                 self._children.discard(child)
         self.results[candidate.sha256] = result
+        self.finished[candidate.sha256] = time.perf_counter()
         return result
 
     def wait(self, candidates: Iterable[Candidate]) -> None:
@@ -73,6 +81,10 @@ class BuildQueue:
             future = self._futures.get(cand.sha256)
             if future is not None:
                 future.result()
+
+    def done(self, candidates: Iterable[Candidate]) -> bool:
+        """Whether every given CUDA candidate's build has finished (successfully or not)."""
+        return all(self._futures[c.sha256].done() for c in candidates if c.sha256 in self._futures)
 
     def close(self) -> None:
         """Cancel the builds not started and kill the running ones (an interrupted batch leaves no nvcc behind)."""

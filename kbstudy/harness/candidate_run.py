@@ -17,6 +17,7 @@ from kbstudy.harness import containment, timing_stats
 from kbstudy.harness.assemble import device_time_fields, note_integrity
 from kbstudy.harness.candidates import Candidate
 from kbstudy.harness.config import EvalConfig
+from kbstudy.harness.gpu_lock import DeviceLock
 from kbstudy.harness.kernel_share import custom_kernel_share
 from kbstudy.harness.pool import Child, ChildDied, ChildPool, ChildProtocolError, ChildTimeout, child_env, label
 from kbstudy.harness.problems import scale_candidate_source
@@ -50,38 +51,48 @@ from kbstudy.verdict.trials import ExtraTrial
 
 
 def run_candidate(pool: ChildPool, ref: ReferenceHandle, candidate: Candidate, cfg: EvalConfig, device: str,
-                   seeds: list[int], extra: list[ExtraTrial] | None = None) -> dict:
+                   seeds: list[int], extra: list[ExtraTrial] | None = None, gpu: DeviceLock | None = None,
+                   build: dict | None = None) -> dict:
     """One candidate through a fresh worker. Returns record fields (outcome, verdicts, timing samples).
 
-    ``seeds``: KernelBench's trial seeds; ``extra``: the batch's extra trials (run only where they apply). The
-    metadata says what containment found (``containment.candidate_notes``: processes left behind, captured output);
-    ``fresh_reference`` (popped by the batch loop) asks for a new reference process after a protocol break."""
+    ``seeds``: KernelBench's trial seeds; ``extra``: the batch's extra trials (run only where they apply); ``gpu``:
+    the batch's :class:`~kbstudy.harness.gpu_lock.DeviceLock` (untimed requests shared, timing and the profiled call
+    exclusive; default: a lock of its own); ``build``: the build queue's result for a CUDA candidate (a failed build
+    is loaded outside the lock: it compiles again on the CPU, to record the real error, and runs nothing on the
+    device). The metadata says what containment found (``containment.candidate_notes``: processes left behind,
+    captured output), ``stage_seconds`` where the wall time went (``start``: getting a process; ``gpu_wait``: waiting
+    for the device lock; then the stages), ``span_unix`` and ``timed_unix`` the evaluation's and its exclusive
+    regions' ``[start, end]`` (``time.time()``); ``fresh_reference`` (popped by the batch loop) asks for a new
+    reference process after a protocol break."""
     extra = list(extra or [])
-    started = time.perf_counter()
-    child = pool.get()
+    gpu = gpu or DeviceLock()
+    gpu.take_wait()
+    started, started_unix = time.perf_counter(), time.time()
     fields: dict[str, Any] = {"compiled": False, "metadata": {}}
     clock = _StageClock()
     fields["metadata"]["stage_seconds"] = clock.totals
+    timed: list[list[float]] = []
+    with clock("start"):
+        child = pool.get()
     stage = "load"
+    failed_build = build is not None and not build.get("built", True)
     try:
-        clock.start("load")
         job = CandidateJob(
             # the candidate's copies of the problem's size constants shrink with the problem's (size_scale < 1)
             source=scale_candidate_source(candidate.source, ref.problem_source, cfg.size_scale),
             filename=f"<candidate {label(candidate.candidate_id)}>", device=device, precision=cfg.precision,
             seed=cfg.seed)
-        child.send(AssignRole("worker", child_env(candidate, cfg, device), job).to_wire())
-        failure = Failure.of(child.recv(cfg.load_timeout_s))
-        clock.stop()
+        with contextlib.nullcontext() if failed_build else gpu.shared(), clock("load"):
+            child.send(AssignRole("worker", child_env(candidate, cfg, device), job).to_wire())
+            failure = Failure.of(child.recv(cfg.load_timeout_s))
         if failure is not None:
             return _finish(fields, {"outcome": failure.failure, "error_message": failure.error})
         fields["compiled"] = True
         stage = "construct"
-        clock.start("construct")
-        init = ref.request(InitInputs(), cfg.run_timeout_s)
-        child.send(Construct(init["init_inputs"]).to_wire())
-        failure = Failure.of(child.recv(cfg.run_timeout_s))
-        clock.stop()
+        with gpu.shared(), clock("construct"):
+            init = ref.request(InitInputs(), cfg.run_timeout_s)
+            child.send(Construct(init["init_inputs"]).to_wire())
+            failure = Failure.of(child.recv(cfg.run_timeout_s))
         if failure is not None:
             return _finish(fields, {"outcome": failure.failure, "error_message": failure.error})
         stage = "run"
@@ -97,19 +108,14 @@ def run_candidate(pool: ChildPool, ref: ReferenceHandle, candidate: Candidate, c
             if not_applicable:
                 fields["metadata"]["variant_notes"] = dict(not_applicable)
         for t, seed, spec in plan:
-            with clock("inputs"):
-                inputs = reference_inputs(ref, t, cfg)
             # the second sentinel on odd trials (GPU: poisoned allocator; CPU: a dispatch mode filling fresh tensors)
             sentinel = FLOAT_SENTINEL if (cfg.second_sentinel and t % 2 == 1) else "nan"
-            # trial 1 runs on trial 0's input storage with its own values: a result cached by shape, pointer or
-            # object identity comes back stale (kbstudy.harness.child.integrity, "storage reuse")
-            reuse = cfg.storage_reuse_trial and t == 1
-            with clock("run_first" if t == 0 else ("run" if spec is None else "run_extra")):
-                child.send(Run(trial=t, seed=seed, sentinel=sentinel, reuse_inputs=reuse,
-                               output_bytes=ref.info.get("output_bytes", 0), survive=spec is not None).to_wire())
-                child.send_bytes(inputs)
-                del inputs
-                failure, outputs = unpack(child.recv_bytes(cfg.run_timeout_s))
+            with gpu.shared():  # one trial's inputs, call and verdict: untimed, may overlap other problems' work
+                failure, outputs = _run_trial(child, ref, cfg, clock, t, seed, spec, sentinel)
+                verdict = None if failure is not None else \
+                    _judge_trial(child, ref, cfg, clock, Verify(trial=t, sentinel=sentinel, kernelbench=spec is None),
+                                 outputs)
+                del outputs
             if failure is not None:
                 if spec is None:
                     return _finish(fields, {"outcome": failure["failure"], "error_message": failure["error"]})
@@ -118,15 +124,6 @@ def run_candidate(pool: ChildPool, ref: ReferenceHandle, candidate: Candidate, c
                                                          f"the call raised: {failure['error'][:1000]}",
                                                          sentinel=sentinel_label(sentinel))))
                 continue
-            with clock("verify"):
-                ref.child.send(Verify(trial=t, sentinel=sentinel, kernelbench=spec is None).to_wire())
-                ref.child.send_bytes(outputs)
-                del outputs
-                try:
-                    verdict = ref.child.recv(cfg.run_timeout_s)
-                except ChildTimeout as exc:
-                    raise ReferenceFailure(f"no verdict within the timeout: {exc}") from None
-                child.send(Release().to_wire())
             if "error" in verdict:
                 # the reference process ran out of memory judging: the machine's failure, retryable like any other
                 # out_of_memory record (--retry-outcome); any other error is the outputs' (not judgeable)
@@ -155,11 +152,19 @@ def run_candidate(pool: ChildPool, ref: ReferenceHandle, candidate: Candidate, c
                  "rel_l2": r.rel_l2} for spec, r in extra_results]
         if cfg.time_candidates and (fields["kernelbench_correct"] or fields["kbstudy_correct"]):
             stage = "time"
-            with clock("time"):
-                _time_candidate(child, ref, cfg, device, fields)
+            with gpu.exclusive(), clock("time"):
+                timed.append([time.time()])
+                try:
+                    _time_candidate(child, ref, cfg, device, fields)
+                finally:
+                    timed[-1].append(time.time())
             if fields.get("timing_output_ok") and device.startswith("cuda") and cfg.profile_candidates:
-                with clock("profile"):
-                    _profile_candidate(child, cfg, fields)
+                with gpu.exclusive(), clock("profile"):
+                    timed.append([time.time()])
+                    try:
+                        _profile_candidate(child, cfg, fields)
+                    finally:
+                        timed[-1].append(time.time())
         return fields
     except ReferenceFailure as exc:
         return _finish(fields, {"outcome": Outcome.REFERENCE_ERROR.value, "error_message": f"{stage}: reference: {exc}"})
@@ -178,13 +183,48 @@ def run_candidate(pool: ChildPool, ref: ReferenceHandle, candidate: Candidate, c
                                 "error_message": f"{stage}: reference process: {exc}"})
     finally:
         clock.stop()
+        clock.totals["gpu_wait"] = round(gpu.take_wait(), 4)
         fields["worker_wall_s"] = time.perf_counter() - started
+        fields["metadata"]["span_unix"] = [round(started_unix, 4), round(time.time(), 4)]
+        if timed:
+            fields["metadata"]["timed_unix"] = [[round(x, 4) for x in w] for w in timed]
         if fields.get("outcome") in (Outcome.TIMEOUT, Outcome.CRASHED):
             child.kill()  # known hung or dead: no grace period
         else:
             child.close(grace_s=5)
         report = dataclasses.asdict(child.exit_report) if child.exit_report is not None else None
         fields["metadata"].update(containment.candidate_notes(child.escaped_processes, report))
+
+
+def _run_trial(child: Child, ref: ReferenceHandle, cfg: EvalConfig, clock: _StageClock, t, seed: int,
+               spec: ExtraTrial | None, sentinel) -> tuple[dict | None, Any]:
+    """One correctness trial: its inputs from the reference process, forwarded unopened to the candidate, and the
+    call; returns ``(failure, outputs packet)`` as ``transfer.unpack`` gives them."""
+    with clock("inputs"):
+        inputs = reference_inputs(ref, t, cfg)
+    # trial 1 runs on trial 0's input storage with its own values: a result cached by shape, pointer or object
+    # identity comes back stale (kbstudy.harness.child.integrity, "storage reuse")
+    reuse = cfg.storage_reuse_trial and t == 1
+    with clock("run_first" if t == 0 else ("run" if spec is None else "run_extra")):
+        child.send(Run(trial=t, seed=seed, sentinel=sentinel, reuse_inputs=reuse,
+                       output_bytes=ref.info.get("output_bytes", 0), survive=spec is not None).to_wire())
+        child.send_bytes(inputs)
+        del inputs
+        return unpack(child.recv_bytes(cfg.run_timeout_s))
+
+
+def _judge_trial(child: Child, ref: ReferenceHandle, cfg: EvalConfig, clock: _StageClock, request: Verify,
+                 outputs) -> dict:
+    """The reference process's verdict on a trial's outputs (forwarded unopened); the candidate then drops them."""
+    with clock("verify"):
+        ref.child.send(request.to_wire())
+        ref.child.send_bytes(outputs)
+        try:
+            verdict = ref.child.recv(cfg.run_timeout_s)
+        except ChildTimeout as exc:
+            raise ReferenceFailure(f"no verdict within the timeout: {exc}") from None
+        child.send(Release().to_wire())
+    return verdict
 
 
 def _time_candidate(child: Child, ref: ReferenceHandle, cfg: EvalConfig, device: str, fields: dict) -> None:

@@ -62,6 +62,10 @@ class EvalConfig:
     # a run that shared its GPU with other work); the new record is appended, the old one stays in the JSONL history
     # and the latest record per identity is the one read (kbstudy.records.store.RecordStore.evaluations)
     retry_outcomes: tuple = ()
+    # problems in flight at once (kbstudy.harness.gpu_lock): their untimed work (reference set-up, candidates' loads
+    # and correctness trials) overlaps, timing and the baselines hold the device alone; 1: one problem at a time.
+    # Not part of settings_key(): it changes no measured number (tests/integration/test_concurrency.py)
+    concurrency: int = 1
 
     def settings_key(self) -> str:
         """The settings that change what a record means (part of its key): trials, seed, input placement, and the

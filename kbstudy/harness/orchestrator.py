@@ -2,8 +2,10 @@
 
 For each problem with candidates not yet in the store:
 
-1. CUDA candidates are built first, in parallel across CPU cores, into a build cache keyed by the source's SHA-256
-   (``<cache_dir>/torch_extensions/<sha>``), each build in a process of its own with a timeout;
+1. CUDA candidates' builds all start at once, in parallel across CPU cores, into a build cache kept between batches
+   (``<cache_dir>/torch_extensions/<key>``, keyed by source, torch, CUDA and build environment:
+   ``kbstudy.harness.build_cache``), each build in a process of its own with a timeout; a problem is evaluated as
+   soon as its candidates are built;
 2. a *reference process* loads the problem, builds its inputs and expected outputs, and times the reference in eager
    and under ``torch.compile`` (once per problem, precision, size scale and hardware: reused from ``references.jsonl``
    on later runs);
@@ -17,6 +19,12 @@ For each problem with candidates not yet in the store:
 4. whatever happens -- an exception, a compile error, a hang past the timeout, a segfault, a CUDA error, an OOM --
    becomes one :class:`~kbstudy.records.schema.EvaluationRecord`, appended to the store before the next candidate starts.
 
+With ``EvalConfig.concurrency`` > 1, several problems are in flight at once, each in a thread: one's reference process
+is set up and its candidates load and run their correctness trials while another's are timed. Every request to a
+child takes the device lock (``kbstudy.harness.gpu_lock``): shared for untimed work, exclusive for timing (the
+candidate's timing and profiled call, the eager and ``torch.compile`` baselines), so a timed region has the device to
+itself as in a serial batch. Each process still serves one candidate or one problem's reference.
+
 Where each piece lives: settings and device (``config``), processes (``pool``, ``child/``), builds (``builds``), the
 message protocol (``protocol``), the reference's and a candidate's parent side (``reference_run``, ``candidate_run``),
 record assembly and speedups (``assemble``); this module is the batch loop.
@@ -28,6 +36,7 @@ interpreter (``TRITON_INTERPRET=1``).
 from __future__ import annotations
 
 import collections
+import concurrent.futures
 import os
 import signal
 import threading
@@ -40,6 +49,7 @@ from kbstudy.harness.builds import BuildQueue
 from kbstudy.harness.candidate_run import run_candidate
 from kbstudy.harness.candidates import Candidate
 from kbstudy.harness.config import EvalConfig, hardware_label, resolve_device
+from kbstudy.harness.gpu_lock import DeviceLock
 from kbstudy.harness.pool import ChildDied, ChildPool, ChildTimeout, start_forkserver
 from kbstudy.harness.problems import Problem
 from kbstudy.harness.reference_run import ReferenceHandle, time_reference
@@ -100,84 +110,43 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
         measured.add(key)
         by_problem[(problem.level, problem.problem_id)].append(cand)
     pending = [c for _, cs in sorted(by_problem.items()) for c in cs]
-    # CUDA builds start now, in problem order, and overlap the evaluation of the problems already built
+    # CUDA builds start now, all at once (one process per core), and overlap the evaluation of the problems built
     builds = BuildQueue([c for c in pending if not _skipped_float32_only(c, cfg)], cfg, device) \
         if device.startswith("cuda") else None
-    seeds = _trial_seeds(cfg)
-    extra = _extra_trials(cfg)
     on_gpu = device.startswith("cuda")
-    pool = ChildPool(spare=on_gpu if cfg.spare_process is None else cfg.spare_process,
-                     warm_device=device if on_gpu else None)
+    # one spare process per problem in flight (each problem takes two: its reference's and its candidate's)
+    spare = on_gpu if cfg.spare_process is None else cfg.spare_process
+    pool = ChildPool(spare=max(1, cfg.concurrency) if spare else 0, warm_device=device if on_gpu else None)
     # children live in process groups of their own, so a signal to this process alone would orphan them: turn
     # SIGTERM (timeout, batch schedulers) into an exception that reaches the cleanup below
     previous = signal.signal(signal.SIGTERM, _raise_interrupt) if _in_main_thread() else None
     bar = None
     if cfg.progress and pending:
         bar = tqdm(total=len(pending), desc=f"evaluate {cfg.run}", unit="candidate", dynamic_ncols=True)
+    batch = _Batch(store, summary, cfg, device, hardware, settings, prov, pool, builds, _trial_seeds(cfg),
+                   _extra_trials(cfg), references, bar, t0)
+    work = [(problem_index[key], cands) for key, cands in sorted(by_problem.items())]
+    threads = None
     try:
-        for (level, problem_id), cands in sorted(by_problem.items()):
-            problem = problem_index[(level, problem_id)]
-            common = common_fields(problem, cfg, device, hardware, prov)
-            runnable = []
-            for cand in cands:
-                scan = cand.metadata.get("dtype_scan") or {}
-                if _skipped_float32_only(cand, cfg):
-                    write_record(store, summary, problem, cand, cfg, hardware, settings, common,
-                                 {"outcome": Outcome.SKIPPED.value, "metadata": {"skip_reason": "float32_only"},
-                                  "error_message": "float32_only: " + "; ".join(scan.get("evidence") or [])}, None)
-                    _tick(bar, cand)
-                elif cand.backend == "cuda" and not device.startswith("cuda"):
-                    write_record(store, summary, problem, cand, cfg, hardware, settings, common,
-                                 {"outcome": Outcome.SKIPPED.value,
-                                  "error_message": "CUDA candidate: no GPU on this machine"}, None)
-                    _tick(bar, cand)
-                else:
-                    runnable.append(cand)
-            if not runnable:
-                continue
-            waited = time.perf_counter()
-            if builds is not None:
-                builds.wait(runnable)
-            build_wait_s = time.perf_counter() - waited
-            ref_key = reference_key(problem.sha256, cfg.precision, cfg.size_scale, hardware, settings)
-            ref_row = references.get(ref_key)
-            try:
-                ref = ReferenceHandle(pool, problem, cfg, device, extra)
-            except (ChildDied, ChildTimeout) as exc:
-                ref = None
-                ref_error = f"reference process: {exc}"
-            else:
-                ref_error = None if ref.ok else ref.info["error"]
-            try:
-                if ref_row is None or (ref_row.get("outcome") == Outcome.EVALUATED and ref_error):
-                    ref_row = time_reference(ref, ref_error, ref_key, problem, cfg, common, build_wait_s)
-                    store.append(ReferenceRecord(**ref_row))
-                    references[ref_key] = ref_row
-                for cand in runnable:
-                    if ref is None or not ref.ok or not ref.child.process.is_alive():
-                        fields = {"outcome": Outcome.REFERENCE_ERROR.value,
-                                  "error_message": ref_error or "reference process died"}
-                    else:
-                        fields = run_candidate(pool, ref, cand, cfg, device, seeds, extra)
-                        # a candidate that broke the protocol may have written into the reference's channels too
-                        fresh = fields.pop("fresh_reference", False)
-                        if fields["outcome"] == Outcome.REFERENCE_ERROR or fresh:
-                            # a fresh reference for the next candidate; if even that fails, the rest are recorded
-                            ref.close()
-                            try:
-                                ref = ReferenceHandle(pool, problem, cfg, device, extra)
-                                ref_error = None if ref.ok else ref.info["error"]
-                            except (ChildDied, ChildTimeout) as exc:
-                                ref, ref_error = None, f"reference process: {exc}"
-                    write_record(store, summary, problem, cand, cfg, hardware, settings, common, fields, ref_row)
-                    _tick(bar, cand)
-            finally:
-                if ref is not None:
-                    ref.close()
+        if cfg.concurrency <= 1:
+            for problem, cands in work:
+                batch.evaluate_problem(problem, cands)
+        else:
+            # problems in flight at once, each in a thread of its own: one's reference process is set up and its
+            # candidates load and run their trials while another's are timed (timed regions hold the device alone,
+            # kbstudy.harness.gpu_lock)
+            threads = concurrent.futures.ThreadPoolExecutor(cfg.concurrency, thread_name_prefix="kbstudy-problem")
+            futures = _submit_as_built(threads, batch, work, builds)
+            for future in futures:
+                future.result()
     finally:
+        batch.stop.set()  # threads still running write no record from here on (their processes are killed)
         if builds is not None:
             builds.close()
-        pool.shutdown()
+        pool.shutdown()  # no process is handed out after this: a thread still running gets ChildDied and ends
+        if threads is not None:
+            threads.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown()
         if bar is not None:
             bar.close()
         if previous is not None:
@@ -185,6 +154,134 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
     record_same_code(store, summary, same_code)
     summary.seconds = time.perf_counter() - t0
     return summary
+
+
+class _Batch:
+    """What the problems of one batch share, and the evaluation of one problem (:meth:`evaluate_problem`), safe to run
+    for several problems at once from threads: records, the reference rows and the progress bar under one lock, the
+    child pool under its own, the device under :class:`~kbstudy.harness.gpu_lock.DeviceLock`."""
+
+    def __init__(self, store: RecordStore, summary: BatchSummary, cfg: EvalConfig, device: str, hardware: str,
+                 settings: str, prov: dict, pool: ChildPool, builds: BuildQueue | None, seeds: list[int],
+                 extra: list[ExtraTrial], references: dict, bar, t0: float):
+        self.store, self.summary, self.cfg, self.device, self.hardware = store, summary, cfg, device, hardware
+        self.settings, self.prov, self.pool, self.builds, self.seeds = settings, prov, pool, builds, seeds
+        self.extra, self.references, self.bar, self.t0 = extra, references, bar, t0
+        self.gpu = DeviceLock()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        #: on every record of the batch: when it started (``time.time()``) and how many problems were in flight
+        self.meta = {"started_unix": round(time.time() - (time.perf_counter() - t0), 4),
+                     "concurrency": max(1, cfg.concurrency)}
+
+    def write(self, problem: Problem, cand: Candidate, common: dict, fields: dict, ref_row: dict | None) -> None:
+        """Append a candidate's record (none once the batch is stopping: its processes were killed under it)."""
+        fields = {**fields, "metadata": {**fields.get("metadata", {}), "batch": self.meta,
+                                         **self._build_meta(cand)}}
+        with self.lock:
+            if self.stop.is_set():
+                return
+            write_record(self.store, self.summary, problem, cand, self.cfg, self.hardware, self.settings, common,
+                         fields, ref_row)
+            _tick(self.bar, cand)
+
+    def _build_meta(self, cand: Candidate) -> dict:
+        """``build_seconds`` (the build process's wall time) and ``build_done_s`` (when it ended, s after the batch
+        started) of a CUDA candidate built by the queue."""
+        if self.builds is None or cand.sha256 not in self.builds.results:
+            return {}
+        out = {"build_seconds": self.builds.results[cand.sha256].get("seconds")}
+        done = self.builds.finished.get(cand.sha256)
+        if done is not None:
+            out["build_done_s"] = round(done - self.t0, 4)
+        return out
+
+    def evaluate_problem(self, problem: Problem, cands: list[Candidate]) -> None:
+        """One problem: its skipped candidates recorded, its builds waited for, its reference process (and record),
+        then each runnable candidate in a fresh process, one after the other."""
+        cfg, device, hardware, settings = self.cfg, self.device, self.hardware, self.settings
+        if self.stop.is_set():
+            return
+        common = common_fields(problem, cfg, device, hardware, self.prov)
+        runnable = []
+        for cand in cands:
+            scan = cand.metadata.get("dtype_scan") or {}
+            if _skipped_float32_only(cand, cfg):
+                self.write(problem, cand, common,
+                           {"outcome": Outcome.SKIPPED.value, "metadata": {"skip_reason": "float32_only"},
+                            "error_message": "float32_only: " + "; ".join(scan.get("evidence") or [])}, None)
+            elif cand.backend == "cuda" and not device.startswith("cuda"):
+                self.write(problem, cand, common, {"outcome": Outcome.SKIPPED.value,
+                                                   "error_message": "CUDA candidate: no GPU on this machine"}, None)
+            else:
+                runnable.append(cand)
+        if not runnable:
+            return
+        waited = time.perf_counter()
+        if self.builds is not None:
+            self.builds.wait(runnable)
+        build_wait_s = time.perf_counter() - waited
+        ref_key = reference_key(problem.sha256, cfg.precision, cfg.size_scale, hardware, settings)
+        with self.lock:
+            ref_row = self.references.get(ref_key)
+        try:
+            ref = ReferenceHandle(self.pool, problem, cfg, device, self.extra, self.gpu)
+        except (ChildDied, ChildTimeout) as exc:
+            ref = None
+            ref_error = f"reference process: {exc}"
+        else:
+            ref_error = None if ref.ok else ref.info["error"]
+        try:
+            if ref_row is None or (ref_row.get("outcome") == Outcome.EVALUATED and ref_error):
+                ref_row = time_reference(ref, ref_error, ref_key, problem, cfg, common, build_wait_s, self.gpu)
+                ref_row.setdefault("metadata", {})["batch"] = self.meta
+                with self.lock:
+                    if self.stop.is_set():
+                        return
+                    self.store.append(ReferenceRecord(**ref_row))
+                    self.references[ref_key] = ref_row
+            for cand in runnable:
+                if self.stop.is_set():
+                    return
+                if ref is None or not ref.ok or not ref.child.process.is_alive():
+                    fields = {"outcome": Outcome.REFERENCE_ERROR.value,
+                              "error_message": ref_error or "reference process died"}
+                else:
+                    build = self.builds.results.get(cand.sha256) if self.builds is not None else None
+                    fields = run_candidate(self.pool, ref, cand, cfg, device, self.seeds, self.extra, self.gpu,
+                                           build)
+                    # a candidate that broke the protocol may have written into the reference's channels too
+                    fresh = fields.pop("fresh_reference", False)
+                    if fields["outcome"] == Outcome.REFERENCE_ERROR or fresh:
+                        # a fresh reference for the next candidate; if even that fails, the rest are recorded
+                        ref.close()
+                        try:
+                            ref = ReferenceHandle(self.pool, problem, cfg, device, self.extra, self.gpu)
+                            ref_error = None if ref.ok else ref.info["error"]
+                        except (ChildDied, ChildTimeout) as exc:
+                            ref, ref_error = None, f"reference process: {exc}"
+                self.write(problem, cand, common, fields, ref_row)
+        finally:
+            if ref is not None:
+                ref.close()
+
+
+def _submit_as_built(threads: concurrent.futures.ThreadPoolExecutor, batch: _Batch,
+                     work: list[tuple[Problem, list[Candidate]]], builds: BuildQueue | None) -> list:
+    """Hand the problems to the threads in the order their builds end (problem order among those built), so that no
+    thread waits on a slow build while others' candidates are ready; returns the futures. A problem whose thread
+    failed (a worker that cannot start) stops the handing out: its exception is raised by its future."""
+    futures, waiting = [], list(work)
+    while waiting:
+        ready = [w for w in waiting if builds is None or builds.done(w[1])]
+        for item in ready:
+            futures.append(threads.submit(batch.evaluate_problem, *item))
+            waiting.remove(item)
+        if any(f.done() and f.exception() is not None for f in futures):
+            break
+        if waiting:
+            time.sleep(0.1)
+    return futures
 
 
 def _skipped_float32_only(cand: Candidate, cfg: EvalConfig) -> bool:

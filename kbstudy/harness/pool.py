@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from kbstudy.harness import containment
+from kbstudy.harness.build_cache import extensions_dir
 from kbstudy.harness.candidates import Candidate
 from kbstudy.harness.child.bootstrap import process_main
 from kbstudy.harness.config import EvalConfig
@@ -291,13 +292,16 @@ class Child:
 
 
 class ChildPool:
-    """Hands out idle children, keeping one spare started ahead so the next candidate skips torch's import."""
+    """Hands out idle children, keeping ``spare`` of them started ahead (``True``: one) so the next candidate or
+    reference skips the process start and, on a GPU, the CUDA context's creation."""
 
-    def __init__(self, spare: bool = True, warm_device: str | None = None):
-        self.spare = spare
+    def __init__(self, spare: bool | int = True, warm_device: str | None = None):
+        self.spare = int(spare)
         self.warm_device = warm_device
-        self._next: Child | None = None
+        self._spares: list[Child] = []
         self._all: list[Child] = []
+        self._lock = threading.RLock()  # threads of a batch with several problems in flight share the pool
+        self._closed = False
 
     #: attempts to start a child that dies before reporting idle (e.g. CUDA out of memory while creating its context,
     #: when other processes fill the GPU), with these pauses (s) between them
@@ -305,11 +309,13 @@ class ChildPool:
 
     def get(self) -> Child:
         """An idle child. A child that dies while starting is replaced (:data:`START_RETRY_PAUSES_S`); raises
-        :class:`WorkerStartError` when every attempt died, naming the last exit status."""
-        # children closed since the last call are forgotten: a batch holds descriptors only for live children
-        self._all = [c for c in self._all if not isinstance(c.process, containment.EndedProcess)]
-        child = self._next or Child(self.warm_device)
-        self._next = None
+        :class:`WorkerStartError` when every attempt died, naming the last exit status; :class:`ChildDied` once the
+        pool is shut down. Safe from several threads: a child is waited for (its start, its CUDA context) outside
+        the pool's lock, so threads' children start side by side."""
+        with self._lock:
+            # children closed since the last call are forgotten: a batch holds descriptors only for live children
+            self._all = [c for c in self._all if not isinstance(c.process, containment.EndedProcess)]
+            child = self._spares.pop(0) if self._spares else self._start()
         for pause in (*self.START_RETRY_PAUSES_S, None):
             try:
                 child.wait_idle()
@@ -325,19 +331,30 @@ class ChildPool:
                         f"({exc}; warm device {self.warm_device or 'none'}); the device may be out of memory or "
                         f"unavailable. Records written so far are kept: rerun to resume.") from exc
                 time.sleep(pause)
-                child = Child(self.warm_device)
-        if self.spare:
-            self._next = Child(self.warm_device)
-            self._all.append(self._next)
+                with self._lock:
+                    child = self._start()
+        with self._lock:
+            while len(self._spares) < self.spare and not self._closed:
+                self._spares.append(self._start())
+        return child
+
+    def _start(self) -> Child:
+        """A new child, known to :meth:`shutdown` from its start (call with the lock held)."""
+        if self._closed:
+            raise ChildDied(None, "the batch is stopping: no new worker process")
+        child = Child(self.warm_device)
         self._all.append(child)
         return child
 
     def shutdown(self) -> None:
-        for child in self._all:
+        """Kill every child handed out or spare; :meth:`get` refuses from now on."""
+        with self._lock:
+            self._closed = True
+            children, self._all = list(self._all), []
+            self._spares = []
+        for child in children:
             if child.process.is_alive() or child.process.exitcode is None:
                 child.kill()
-        self._all.clear()
-        self._next = None
 
 
 def label(identifier: str) -> str:
@@ -347,12 +364,12 @@ def label(identifier: str) -> str:
 
 def child_env(candidate: Candidate | None, cfg: EvalConfig, device: str, max_jobs: int | None = None) -> dict:
     """The environment of a child's role: one Inductor compile thread; for a candidate, its own extensions folder
-    (per source SHA-256), the shared Triton cache and, for Triton on a CPU, the interpreter; for a build, ninja's
+    (``kbstudy.harness.build_cache``: per source, torch, CUDA and build environment), the shared Triton cache and, for Triton on a CPU, the interpreter; for a build, ninja's
     parallelism (``max_jobs``)."""
     env: dict[str, str | None] = {"TORCHINDUCTOR_COMPILE_THREADS": "1"}
     cache = Path(cfg.cache_dir).resolve()
     if candidate is not None:
-        env["TORCH_EXTENSIONS_DIR"] = str(cache / "torch_extensions" / candidate.sha256[:20])
+        env["TORCH_EXTENSIONS_DIR"] = str(extensions_dir(cache, candidate.sha256))
         env["TRITON_CACHE_DIR"] = str(cache / "triton")
         if candidate.backend == "triton" and not device.startswith("cuda"):
             env["TRITON_INTERPRET"] = "1"

@@ -4,11 +4,13 @@ record (:func:`time_reference`). No problem or candidate code runs here."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
 from kbstudy.harness.assemble import baseline_timing_fields, reference_report_fields, reference_row
 from kbstudy.harness.config import EvalConfig
+from kbstudy.harness.gpu_lock import DeviceLock
 from kbstudy.harness.pool import ChildDied, ChildPool, ChildTimeout, child_env, label
 from kbstudy.harness.problems import Problem, scale_source
 from kbstudy.harness.protocol import AssignRole, Close, Inputs, ReferenceJob, TimeBaselines
@@ -25,7 +27,7 @@ class ReferenceHandle:
     """The orchestrator's handle on one problem's reference process."""
 
     def __init__(self, pool: ChildPool, problem: Problem, cfg: EvalConfig, device: str,
-                 extra: list[ExtraTrial] | None = None):
+                 extra: list[ExtraTrial] | None = None, gpu: DeviceLock | None = None):
         started = time.perf_counter()
         self.child = pool.get()
         self.problem_source = problem.source  # unscaled: scale_candidate_source matches candidates against it
@@ -36,11 +38,13 @@ class ReferenceHandle:
                            extra_trials=[e.as_dict() for e in extra or []], timing_pool_bytes=cfg.timing_pool_bytes,
                            # the trial candidate_run runs on the previous trial's input storage
                            reuse_trial=1 if cfg.storage_reuse_trial and cfg.trials > 1 else None)
-        self.child.send(AssignRole("reference", child_env(None, cfg, device), job).to_wire())
-        self.info = self.child.recv(cfg.load_timeout_s)
+        with gpu.shared() if gpu is not None else contextlib.nullcontext():  # untimed: overlaps other problems
+            self.child.send(AssignRole("reference", child_env(None, cfg, device), job).to_wire())
+            self.info = self.child.recv(cfg.load_timeout_s)
         self.ok = "error" not in self.info
         self.cfg = cfg
-        #: seconds from asking for a process to the reference's report (inputs, expected outputs, problem flags)
+        #: seconds from asking for a process to the reference's report (inputs, expected outputs, problem flags),
+        #: waiting for the device lock included
         self.setup_s = time.perf_counter() - started
 
     def not_applicable(self, extra: list[ExtraTrial]) -> dict[str, str]:
@@ -85,25 +89,32 @@ def reference_inputs(ref: ReferenceHandle, trial, cfg: EvalConfig) -> bytes:
 
 
 def time_reference(ref: ReferenceHandle | None, ref_error: str | None, key: str, problem: Problem, cfg: EvalConfig,
-                    common: dict, build_wait_s: float = 0.0) -> dict:
+                    common: dict, build_wait_s: float = 0.0, gpu: DeviceLock | None = None) -> dict:
     """The reference record of ``problem``: the reference process's report and its eager and ``torch.compile``
-    timings. ``metadata.stage_seconds`` says where the problem's wall time went before its first candidate:
+    timings, taken with the device lock held exclusively (``gpu``, :mod:`kbstudy.harness.gpu_lock`).
+    ``metadata.stage_seconds`` says where the problem's wall time went before its first candidate:
     ``build_wait`` (waiting for its CUDA candidates' builds), ``setup`` (the reference process's inputs, expected
-    outputs and flags) and ``time`` (compiling and timing the baselines), in seconds."""
+    outputs and flags), ``gpu_wait`` (waiting for the device lock to time) and ``time`` (compiling and timing the
+    baselines), in seconds; ``metadata.timed_unix`` the ``[start, end]`` of the timed region (``time.time()``)."""
     row = reference_row(key, common)
     if ref is None or not ref.ok:
         return {**row, "outcome": Outcome.REFERENCE_ERROR.value, "error_message": ref_error}
     row.update(reference_report_fields(ref.info))
     stages = {"build_wait": round(build_wait_s, 4), "setup": round(ref.setup_s, 4)}
     row["metadata"]["stage_seconds"] = stages
-    started = time.perf_counter()
-    try:
-        result = ref.request(TimeBaselines(eager=cfg.eager_baseline, compile=cfg.compile_baseline, timing=cfg.timing),
-                             timeout=max(cfg.run_timeout_s, cfg.load_timeout_s))
-    except (ChildDied, ChildTimeout) as exc:
-        return {**row, "outcome": Outcome.REFERENCE_ERROR.value, "error_message": f"timing the reference: {exc}"}
-    finally:
-        stages["time"] = round(time.perf_counter() - started, 4)
+    gpu = gpu or DeviceLock()
+    waited = time.perf_counter()
+    with gpu.exclusive():
+        stages["gpu_wait"] = round(time.perf_counter() - waited, 4)
+        started, started_unix = time.perf_counter(), time.time()
+        try:
+            result = ref.request(TimeBaselines(eager=cfg.eager_baseline, compile=cfg.compile_baseline,
+                                               timing=cfg.timing), timeout=max(cfg.run_timeout_s, cfg.load_timeout_s))
+        except (ChildDied, ChildTimeout) as exc:
+            return {**row, "outcome": Outcome.REFERENCE_ERROR.value, "error_message": f"timing the reference: {exc}"}
+        finally:
+            stages["time"] = round(time.perf_counter() - started, 4)
+            row["metadata"]["timed_unix"] = [[round(started_unix, 4), round(time.time(), 4)]]
     if "error" in result:
         return {**row, "outcome": Outcome.REFERENCE_ERROR.value, "error_message": result["error"]}
     row.update(baseline_timing_fields(result))

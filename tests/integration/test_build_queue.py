@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from kbstudy.harness.build_cache import extensions_dir
 from kbstudy.harness.builds import BuildQueue
 from kbstudy.harness.candidates import make_candidate
 from kbstudy.harness.child.build import BUILD_NICENESS
@@ -149,7 +150,7 @@ def test_child_kill_from_two_threads_closes_the_pipe_once(monkeypatch):
 
 def _stale_build_lock(tmp_path, cand, name: str = "ext"):
     """torch's build lock file for extension ``name`` of ``cand``, as a build killed mid-way leaves it."""
-    folder = tmp_path / "cache" / "torch_extensions" / cand.sha256[:20] / name
+    folder = extensions_dir(tmp_path / "cache", cand.sha256) / name
     folder.mkdir(parents=True)
     (folder / "lock").write_text("")
     return folder / "lock"

@@ -213,8 +213,9 @@ def test_reference_records(main_batch):
     assert by_problem[19]["outcome"] == "evaluated" and by_problem[19]["eager_ms_median"] > 0
     assert by_problem[19]["output_shape"] == [4096 // 16, 393216 // 16]
     stages = by_problem[19]["metadata"]["stage_seconds"]  # where the problem's time went before its candidates
-    assert set(stages) == {"build_wait", "setup", "time"} and stages["setup"] > 0 and stages["time"] > 0
+    assert set(stages) == {"build_wait", "setup", "gpu_wait", "time"} and stages["setup"] > 0 and stages["time"] > 0
     assert stages["build_wait"] == 0.0  # a CPU batch builds nothing
+    assert stages["gpu_wait"] < 1.0  # one problem at a time: nothing else holds the device lock
     assert by_problem[1019]["outcome"] == "reference_error"
     assert "get_inputs fails" in by_problem[1019]["error_message"]
 

@@ -67,7 +67,7 @@ def test_dead_spare_worker_is_replaced(after_idle):
     pool = ChildPool(spare=True)
     try:
         first = pool.get()
-        spare = pool._next
+        spare = pool._spares[0]
         if after_idle:
             # its "idle" message already read: only the process's state shows it died (a race seen under load)
             spare.wait_idle()

@@ -18,7 +18,7 @@ HARNESS = PACKAGE / "harness"
 #: The orchestrator's side: what a child process must never load.
 PARENT_SIDE = {"kbstudy.harness.orchestrator", "kbstudy.harness.pool", "kbstudy.harness.builds",
                "kbstudy.harness.assemble", "kbstudy.harness.candidate_run", "kbstudy.harness.reference_run",
-               "kbstudy.harness.config"}
+               "kbstudy.harness.config", "kbstudy.harness.gpu_lock", "kbstudy.harness.build_cache"}
 
 
 def _module_name(path: Path) -> str:
