@@ -101,10 +101,13 @@ def keep_some(previous: list, new: list, seed: int) -> list:
     """The storage-reuse trial's inputs: ``new`` (its own draw) with the kept elements (module docstring) taken from
     ``previous`` (the trial before, whose storage it reuses), per tensor of the same shape, dtype and device; other
     positions keep ``new``'s values. ``new``'s tensors are changed in place (no copy of a full-size input set);
-    ``previous`` is only read. Returns ``new``."""
+    ``previous`` is only read. Integer and bool tensors (indices, lengths, offsets) and floating tensors of whole
+    numbers keep ``new``'s values: keeping some of their elements could break the relations a problem's inputs hold
+    (lengths summing to the values' rows, sorted offsets). Returns ``new``."""
     for k, (a, b) in enumerate(zip(previous, new)):
         if (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape
-                and a.dtype == b.dtype and a.device == b.device and b.numel()):
+                and a.dtype == b.dtype and a.device == b.device and b.numel() and b.is_floating_point()
+                and not (_integral(a) and _integral(b))):
             _keep_into(a, b, seed + k)
     return new
 

@@ -74,3 +74,16 @@ def test_whole_number_inputs_are_not_mixed():
     inf = torch.tensor([1.0, float("inf"), 2.5])
     assert fresh_inputs.mix_modes([inf], [inf.clone()]) == [fresh_inputs.MIX_GUARDED]
     assert torch.equal(fresh_inputs.mixed([inf], [inf.clone()], 0.25)[0], inf)  # equal elements keep their value
+
+
+def test_storage_reuse_keeps_no_element_of_index_inputs():
+    """DLRM-Bench problem 8 (jagged to padded dense): ``lengths`` must sum to the rows of ``values``. The storage-reuse
+    trial keeps elements of floating inputs only, so a new draw's lengths stay whole and consistent."""
+    torch.manual_seed(0)
+    previous = [torch.rand(144, 16), torch.tensor([40, 60, 44])]
+    new = [torch.rand(144, 16), torch.tensor([70, 30, 44])]
+    lengths = new[1].clone()
+    kept = fresh_inputs.keep_some(previous, new, seed=3)
+    assert torch.equal(kept[1], lengths)
+    same = kept[0] == previous[0]
+    assert 0 < same.float().mean() < 1  # some float elements kept, not all
