@@ -145,7 +145,8 @@ def evaluate_batch_ray(problems: list[Problem], candidates: list[Candidate], sto
                 todo.append(problem)
         if not todo:
             return summary
-        sizer = ray.remote(cached_footprints).options(num_cpus=min(1.0, lane_cpus) or 1)
+        # no CPU held: the lanes may hold them all, and sizing is short (meta device, cached)
+        sizer = ray.remote(cached_footprints).options(num_cpus=0)
         order = problem_order(todo, ray.get(sizer.remote(todo, cfg.size_scale, lane_cfg.cache_dir)))
         build_refs: dict[str, object] = {}
         if builds and device.startswith("cuda"):
