@@ -164,6 +164,7 @@ def evaluate_batch_ray(problems: list[Problem], candidates: list[Candidate], sto
         bar = tqdm(total=sum(len(by_problem[(p.level, p.problem_id)]) for p in order), desc=f"evaluate {cfg.run} "
                    f"(ray, {count} lanes)", unit="candidate", dynamic_ncols=True, disable=not cfg.progress)
         prov = None
+        per_lane = collections.Counter()  # problems each lane recorded
         try:
             while queue or inflight:
                 while queue and idle:
@@ -197,6 +198,7 @@ def evaluate_batch_ray(problems: list[Problem], candidates: list[Candidate], sto
                 except ray.exceptions.RayTaskError as exc:
                     raise LaneFailure(f"lane {lane_id} failed on {problem.name}: {exc}") from None
                 idle.append(lane_id)
+                per_lane[lane_id] += 1
                 for line in result["references"]:
                     append_jsonl(store.references_path, line)
                 for line in result["evaluations"]:
@@ -207,6 +209,7 @@ def evaluate_batch_ray(problems: list[Problem], candidates: list[Candidate], sto
                 bar.update(len(cands))
         finally:
             bar.close()
+        echo("ray: problems per lane: " + ", ".join(str(per_lane[i]) for i in sorted(actors)))
     finally:
         for actor in actors.values():
             ray.kill(actor, no_restart=True)

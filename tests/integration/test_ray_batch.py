@@ -28,13 +28,15 @@ from kbstudy.records.store import RecordStore
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-#: level-1 problems small at this scale: 19_ReLU, 21_Sigmoid, 23_Softmax
-PROBLEM_IDS = [19, 21, 23]
+#: level-1 problems small at this scale: 19_ReLU, 21_Sigmoid
+PROBLEM_IDS = [19, 21]
 SIZE_SCALE = 0.03
 #: fields that differ between two runs of one batch: when, where and how long
 VOLATILE = ("created_utc", "hostname", "cuda_visible_devices", "git_commit")
-#: a fixed set of extra-trial seeds (one per extra trial: two fresh, then the variants), so two runs compare
-EXTRA_SEEDS = [11, 12, 13, 14]
+#: a fixed set of extra-trial seeds (one per extra trial: no fresh ones, then the two variants), so two runs compare
+EXTRA_SEEDS = [11, 12]
+#: fewer trials than KernelBench's five: the tests are about where records go, not about the verdicts
+TRIALS = 2
 
 #: a candidate for 19_ReLU that, the first time it loads, kills its lane: the process that started the fork server
 #: (the candidate process's grandparent) -- as a node or a lane lost mid-candidate would
@@ -57,7 +59,7 @@ class ModelNew(nn.Module):
         return torch.relu(x)
 '''
 
-#: a candidate for 23_Softmax that stalls its first load long enough for the driver to be killed mid-batch
+#: a candidate for 21_Sigmoid that stalls its first load long enough for the driver to be killed mid-batch
 STALLER = '''
 import os, time
 import torch
@@ -71,14 +73,24 @@ if not os.path.exists(MARKER):
 
 class ModelNew(nn.Module):
     def forward(self, x):
-        return torch.softmax(x, dim=1)
+        return torch.sigmoid(x)
 '''
 
 
 @pytest.fixture(scope="module")
 def cluster():
     """A local Ray cluster: 2 CPUs, 2 fake GPUs (lanes schedule on them; they evaluate on the CPU)."""
-    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=80 << 20)
+    # on a loaded machine the node's agent can start later than the raylet waits for it (the raylet then exits and
+    # ray.init raises): a few attempts
+    for attempt in range(3):
+        try:
+            ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False,
+                     object_store_memory=80 << 20)
+            break
+        except Exception:  # noqa: BLE001 - ray.init raises a bare Exception when its node did not start
+            ray.shutdown()
+            if attempt == 2:
+                raise
     yield ray.get_runtime_context().gcs_address
     ray.shutdown()
 
@@ -90,13 +102,14 @@ def problems(levels_file):
 
 def _cfg(tmp: Path, run: str = "ray-test") -> EvalConfig:
     return EvalConfig(run=run, device="cpu", size_scale=SIZE_SCALE, compile_baseline=False, progress=False,
-                      fresh_trials=2, extra_seeds=list(EXTRA_SEEDS), cache_dir=str(tmp / "cache"),
+                      trials=TRIALS, fresh_trials=0, extra_seeds=list(EXTRA_SEEDS), cache_dir=str(tmp / "cache"),
                       timing={"warmup_ms": 5.0, "budget_ms": 20.0, "min_reps": 10, "max_reps": 100})
 
 
 def _comparable(row: dict) -> dict:
     """A record without its timings and host fields."""
     return {k: v for k, v in row.items() if k not in VOLATILE and "_ms" not in k and "speedup" not in k
+            and not k.endswith("_s")
             and k not in ("metadata", "timing_cv", "timing_reps")}
 
 
@@ -107,13 +120,13 @@ def _rows(folder: Path, name: str = "evaluations.jsonl") -> list[dict]:
 
 def test_two_lanes_records_equal_plain_path(cluster, problems, tmp_path):
     cands = [c for p in problems for c in null_candidates(p, ["reference", "zeros"])]
-    summary = evaluate_batch_ray(problems, cands, RecordStore(tmp_path / "ray"), _cfg(tmp_path), echo=lambda _: None)
+    messages: list[str] = []
+    summary = evaluate_batch_ray(problems, cands, RecordStore(tmp_path / "ray"), _cfg(tmp_path), echo=messages.append)
     assert summary.written == len(cands) and summary.already_done == 0
     plain = evaluate_batch(problems, cands, RecordStore(tmp_path / "plain"), _cfg(tmp_path))
     assert plain.written == len(cands)
     ray_rows, plain_rows = _rows(tmp_path / "ray"), _rows(tmp_path / "plain")
-    # both lanes took problems (Ray gives each lane its own CUDA_VISIBLE_DEVICES, which every record carries)
-    assert {r["cuda_visible_devices"] for r in ray_rows} == {"0", "1"}
+    assert "ray: problems per lane: 1, 1" in messages, messages  # both lanes took a problem
     by_identity = {(r["key"], r["model_config"]): r for r in plain_rows}
     assert len(ray_rows) == len(plain_rows) == len(by_identity) == len(cands)
     for row in ray_rows:
@@ -150,11 +163,12 @@ def test_killed_lane_is_retried_once(cluster, problems, tmp_path):
 def test_resume_after_the_driver_is_killed(cluster, problems, tmp_path, levels_file):
     folder = tmp_path / "cands"
     folder.mkdir()
-    (folder / "level_1_problem_23_sample_0_kernel.py").write_text(STALLER.format(marker=str(tmp_path / "stalled")))
+    (folder / "level_1_problem_21_sample_0_kernel.py").write_text(STALLER.format(marker=str(tmp_path / "stalled")))
     out = tmp_path / "out"
     args = [sys.executable, "-m", "kbstudy", "eval", "--problems", str(levels_file), "-c", str(folder),
             "-c", "null:reference", "--level", "1", *sum((["--problem-id", str(i)] for i in PROBLEM_IDS), []),
             "--size-scale", str(SIZE_SCALE), "--device", "cpu", "--no-compile-baseline", "--timing-budget-ms", "20",
+            "--trials", str(TRIALS), "--fresh-trials", "0",
             "--extra-seeds", ",".join(map(str, EXTRA_SEEDS)), "--cache-dir", str(tmp_path / "cache"),
             "--out", str(out), "--run", "ray-test", "--no-progress", "--ray-address", cluster]
     driver = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
