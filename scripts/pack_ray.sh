@@ -35,11 +35,11 @@ find "$WORK/ray/ray/core/src" -type f \( -name raylet -o -name gcs_server \) -ex
 # not imported by ray.init, actors, tasks or the node's agents: the Java jars, the AI libraries, the dashboard's
 # built web client (the dashboard head is off: include_dashboard=False), tests and caches
 ( cd "$WORK/ray/ray" && rm -rf jars rllib data serve train tune llm workflow air/examples dashboard/client \
-    widgets tests )
+    tests )
 find "$WORK/ray" -name __pycache__ -type d -prune -exec rm -rf {} +
 find "$WORK/ray" -name '*.so' -exec strip --strip-unneeded {} + 2>/dev/null || true
 strip --strip-unneeded "$WORK/ray/ray/core/src/ray/raylet/raylet" "$WORK/ray/ray/core/src/ray/gcs/gcs_server" \
     2>/dev/null || true
 cp "$WORK/deps"/*.whl "$WORK/ray/"
-tar -C "$WORK/ray" -cf - . | xz -T0 -9 > .device/ray.tar.xz
+tar -C "$WORK/ray" -cf - . | xz -T0 "-${XZ_LEVEL:-9}" > .device/ray.tar.xz
 echo ".device/ray.tar.xz: $(du -h .device/ray.tar.xz | cut -f1) (Ray $VERSION, $TAG; $(ls "$WORK/deps" | wc -l) wheels beside it)"
