@@ -20,6 +20,7 @@ PROBLEM_IDS=${PROBLEM_IDS:-"19 20 21 22 23 24 25 26 27 28"}
 export KBSTUDY_GIT_COMMIT=${KBSTUDY_GIT_COMMIT:-unknown} PYTHONUNBUFFERED=1
 mkdir -p "$OUT/plain" "$OUT/ray"
 source scripts/unpack_ray.sh
+export PYTHONPATH="$PWD:$PYTHONPATH"   # this checkout for the driver and for Ray's workers
 python -c "import ray, sys; print('ray', ray.__version__, 'python', sys.version.split()[0])"
 ids=(); for p in $PROBLEM_IDS; do ids+=(--problem-id "$p"); done
 common=(--problems "$KB/kernelbench_levels_1-3.jsonl" -c "$KB/leaderboard_kernels.jsonl" --model-config "$MODEL_CONFIG"
