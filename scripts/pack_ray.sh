@@ -3,9 +3,10 @@
 # Ray to the GPU machine"). Ray's manylinux wheel unpacks to about 240 MB; this keeps what `ray.init`, actors and tasks
 # import, drops the libraries kbstudy does not use, and recompresses with xz into .device/ray.tar.xz (git-ignored).
 #
-#   scripts/pack_ray.sh [PYTHON_TAG] [RAY_VERSION]      e.g. scripts/pack_ray.sh cp311 2.60.0
+#   scripts/pack_ray.sh [PYTHON_TAG] [RAY_VERSION]      e.g. scripts/pack_ray.sh cp312 2.60.0
 #
-# PYTHON_TAG is the GPU image's CPython (check it there first: python -c "import sys; print(sys.version)"); Ray's
+# PYTHON_TAG is the GPU image's CPython, default cp312: its records say python_version 3.12.3 (check it there first:
+# python -c "import sys; print(sys.version)"); Ray's
 # compiled parts (_raylet.so, raylet, gcs_server) are built per CPython version. RAY_VERSION defaults to the Ray
 # installed here, so the CPU tests and the GPU run use one version.
 #
@@ -13,7 +14,7 @@
 #   source scripts/unpack_ray.sh            # unpacks into /tmp/kbstudy-ray and puts it on PYTHONPATH
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TAG="${1:-cp311}"
+TAG="${1:-cp312}"
 VERSION="${2:-$(python -c 'import importlib.metadata as m; print(m.version("ray"))' 2>/dev/null || echo 2.60.0)}"
 PYVER="${TAG#cp}"; PYVER="${PYVER:0:1}.${PYVER:1}"
 WORK="$(mktemp -d)"; trap 'rm -rf "$WORK"' EXIT
