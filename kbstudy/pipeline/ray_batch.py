@@ -144,6 +144,7 @@ def evaluate_batch_ray(problems: list[Problem], candidates: list[Candidate], sto
             else:
                 todo.append(problem)
         if not todo:
+            summary.seconds = time.perf_counter() - t0
             return summary
         # no CPU held: the lanes may hold them all, and sizing is short (meta device, cached)
         sizer = ray.remote(cached_footprints).options(num_cpus=0)
