@@ -4,7 +4,7 @@
 # under $OUT. Each path builds its CUDA candidates into a cache of its own, so both walls include their builds.
 #
 # Before the device call, here (the GPU machine reaches no network and cannot see ../shared):
-#   scripts/pack_ray.sh cp311            # .device/ray.tar.xz; the tag is the GPU image's CPython (check it)
+#   scripts/pack_ray.sh cp312            # .device/ray.tar.xz; the tag is the GPU image's CPython (check it)
 #   mkdir -p .device/kernelbench && cp ../shared/kernelbench/*.jsonl .device/kernelbench/
 # The device call (run tool: carry [".device"], timeout_s 600, one GPU):
 #   KBSTUDY_GIT_COMMIT=<git rev-parse HEAD> bash scripts/gpu_ray_vs_plain.sh
