@@ -52,7 +52,8 @@ def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[st
                     device: str = "auto", size_scale: float = 1.0, trials: int = 5, run_timeout_s: float = 300.0,
                     cache_dir: str = ".cache/kbstudy", progress: bool = True,
                     echo: Callable[[str], None] = print, selection: list[dict] | None = None,
-                    retry_outcomes: Sequence[str] = (), skip_complete: bool = False) -> CalibrationTotals:
+                    retry_outcomes: Sequence[str] = (), skip_complete: bool = False,
+                    evaluate: Callable = evaluate_batch) -> CalibrationTotals:
     """Evaluate ``null:reference`` and ``nulls`` on every problem, one record folder per precision
     (``<out>-<precision>``), through :func:`kbstudy.harness.orchestrator.evaluate_batch` with no timing (calibration times
     nothing); print each precision's findings on ``problems`` (:func:`kbstudy.analysis.calibration.print_calibration`; the folder may hold others,
@@ -71,6 +72,8 @@ def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[st
             ``("out_of_memory", "crashed")`` after a run whose lanes shared one GPU.
         skip_complete: leave out the problems :func:`complete_problems` finds in the precision's folder (made on
             this device's hardware at this size, under any checks version).
+        evaluate: the batch runner, ``evaluate_batch`` or one with its signature (``kbstudy calibrate --ray``:
+            :func:`kbstudy.pipeline.ray_batch.evaluate_batch_ray` bound to a cluster address).
     Returns :class:`CalibrationTotals` over the precisions: the violations (:func:`kbstudy.analysis.calibration.calibration_findings`; excused
     findings on flagged problems are not counted) and the null records not evaluated. Raises ``KeyError`` for an
     unknown null kind and ``RuntimeError`` from ``evaluate_batch``.
@@ -97,7 +100,7 @@ def run_calibration(problems: Sequence, out: str | Path, precisions: Iterable[st
             left = [p for p in problems if p.sha256 not in done]
             todo = [c for p in left for c in null_candidates(p, kinds)]
             echo(f"{folder}: {len(problems) - len(left)} problems already complete, {len(left)} to calibrate")
-        summary = evaluate_batch(problems, todo, store, cfg)
+        summary = evaluate(problems, todo, store, cfg)
         echo(f"{folder}: {summary.written} records written, {summary.already_done} already present, "
              f"{summary.seconds:.1f} s")
         findings = folder_findings(store)

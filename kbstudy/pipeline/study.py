@@ -6,7 +6,8 @@ the command line is ``kbstudy study`` (:mod:`kbstudy.cli.study`, ``make study`` 
 Steps of :func:`run_study`:
 
 1. for each run: load problems and candidates, call :func:`kbstudy.harness.orchestrator.evaluate_batch` on the run's
-   store (it skips keys already recorded, so only missing evaluations run). On a CPU, CUDA candidates are recorded by
+   store (it skips keys already recorded, so only missing evaluations run), or, for a run with ``ray:``,
+   :func:`kbstudy.pipeline.ray_batch.evaluate_batch_ray` on the GPUs of a Ray cluster (same records). On a CPU, CUDA candidates are recorded by
    ``evaluate_batch`` as ``skipped`` (not dropped) and Triton candidates run under ``TRITON_INTERPRET=1``, which is
    also set here for the duration of a CPU run;
 2. for each notebook: render it into ``<reports>/<notebook stem>.ipynb`` and ``.html``
@@ -31,6 +32,7 @@ from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.problems import ProblemLoadError, load_problems
 from kbstudy.pipeline.environ import scoped_environ
 from kbstudy.pipeline.paths import relative_to_root
+from kbstudy.pipeline.ray_batch import evaluate_batch_ray
 from kbstudy.pipeline.render import render_notebooks
 from kbstudy.pipeline.study_config import NULL_PREFIX, RunSpec, Study, StudyError, default_study_file, load_study
 from kbstudy.records import provenance
@@ -131,7 +133,10 @@ def run_evaluations(study: Study, *, progress: bool = True, dry_run: bool = Fals
         store = RecordStore(spec.records)
         interpret = "1" if device == "cpu" else os.environ.get("TRITON_INTERPRET")
         with scoped_environ(TRITON_INTERPRET=interpret):
-            batch = evaluate_batch(problems, candidates, store, cfg)
+            if spec.ray is None:
+                batch = evaluate_batch(problems, candidates, store, cfg)
+            else:
+                batch = evaluate_batch_ray(problems, candidates, store, cfg, spec.ray or None)
         info.update(written=batch.written, already_done=batch.already_done, unmatched=len(batch.unmatched),
                     outcomes=dict(batch.outcomes), seconds=round(batch.seconds, 1))
         summaries[spec.run] = info

@@ -16,6 +16,8 @@ A *study file* (``params/study/*.yaml``; JSON-compatible YAML) names evaluation 
         size_scale: 0.0625
         records: outputs/records/cpu-default
         eval: {compile_baseline: false}    # any other kbstudy.harness.orchestrator.EvalConfig field
+        ray: false                         # optional: true (a local Ray cluster, or RAY_ADDRESS) or a cluster address
+                                           # (auto, HOST:6379, ray://HOST:10001): one lane per GPU (kbstudy.pipeline.ray_batch)
     notebooks:
       - notebook: notebooks/01_kernelbench_level1.py    # jupytext percent source
         params: params/01_kernelbench_level1.cpu-default.yaml
@@ -88,6 +90,8 @@ class RunSpec:
     device: str = "auto"
     size_scale: float = 1.0
     eval: dict = dataclasses.field(default_factory=dict)
+    #: None: one process on this machine; "": through Ray, a local cluster (or RAY_ADDRESS); else a cluster address
+    ray: str | None = None
 
 
 @dataclasses.dataclass
@@ -163,10 +167,14 @@ def load_study(study_file: str | os.PathLike, *, root: str | os.PathLike | None 
                 spec["path"] = project_path(_expand(str(spec["path"]), variables), root)
                 candidates.append(spec)
         extra = dict(run.get("eval") or {})
+        ray = run.get("ray", False)
+        if not isinstance(ray, (bool, str)):
+            raise StudyError(f"{where}.ray must be true, false or a Ray cluster address, not {ray!r}")
         runs.append(RunSpec(run=str(run["run"]), problems=problems, candidates=candidates,
                             records=project_path(_expand(str(run["records"]), variables), root),
                             precision=str(run.get("precision", "fp32")), device=str(run.get("device", "auto")),
-                            size_scale=float(run.get("size_scale", 1.0)), eval=extra))
+                            size_scale=float(run.get("size_scale", 1.0)), eval=extra,
+                            ray=None if ray is False else ("" if ray is True else ray)))
     notebooks = []
     for i, nb in enumerate(data.get("notebooks") or []):
         if "notebook" not in nb:
