@@ -15,6 +15,7 @@ from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.problems import ProblemLoadError, load_problems
 from kbstudy.pipeline.study import load_candidate_source
 from kbstudy.records.store import RecordStore
+from kbstudy.verdict.trials import STRUCTURAL_VARIANTS
 
 #: Printed when a batch is interrupted: every record written so far is kept and a rerun skips it.
 INTERRUPTED_HINT = "interrupted: the records written so far are kept; rerun the same command to resume"
@@ -66,6 +67,11 @@ def eval_command(
     retry_outcome: Optional[List[str]] = typer.Option(None, "--retry-outcome",
                                                       help="evaluate again the records with this outcome (repeat; "
                                                            "e.g. out_of_memory, crashed after a shared-GPU run)"),
+    correctness_only: bool = typer.Option(False, "--correctness-only",
+                                          help="verdicts only (every trial and variant): no candidate timing and no "
+                                               "eager or torch.compile baselines; records are keyed apart and carry "
+                                               "no speedup"),
+    structural_variants: bool = typer.Option(True, help="kbstudy's shape, layout and parameter variants"),
     skip_float32_only: bool = typer.Option(False, "--skip-float32-only",
                                            help="at bf16/fp16, record CUDA candidates hard-coded to float32 (static "
                                                 "dtype scan) as skipped, reason float32_only, without running them"),
@@ -93,7 +99,9 @@ def eval_command(
                      compile_baseline=compile_baseline, load_timeout_s=load_timeout, run_timeout_s=run_timeout,
                      build_jobs=build_jobs, cache_dir=str(cache_dir), inputs_on_device=inputs_on_device,
                      progress=progress, fresh_trials=fresh_trials, extra_seeds=seeds,
-                     skip_float32_only=skip_float32_only, retry_outcomes=tuple(retry_outcome or ()))
+                     skip_float32_only=skip_float32_only, retry_outcomes=tuple(retry_outcome or ()),
+                     correctness_only=correctness_only,
+                     structural_variants=STRUCTURAL_VARIANTS if structural_variants else ())
     cfg.timing = {**cfg.timing, "budget_ms": timing_budget_ms}
     try:
         summary = evaluate_batch(probs, cands, store, cfg)
