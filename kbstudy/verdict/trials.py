@@ -117,8 +117,8 @@ def plan_extra_trials(first_trial: int, fresh: int, variants: Sequence[str] = VA
     """The extra trials of a run: ``fresh`` fresh-seed trials, then one trial per variant, then one per structural
     variant (:data:`STRUCTURAL_VARIANTS`), numbered from ``first_trial`` (the number of KernelBench trials).
 
-    ``seeds``: one per extra trial, in that order (to replay a run, from ``metadata["extra_trials"]``); ``None``
-    draws them (:func:`draw_seeds`). Raises ``ValueError`` for an unknown variant, a negative count or a wrong number
+    ``seeds``: one per extra trial, in that order (to replay a run, from ``metadata["extra_trials"]``; seeds for
+    the fresh and value trials alone leave the structural trials' to be drawn); ``None`` draws them (:func:`draw_seeds`). Raises ``ValueError`` for an unknown variant, a negative count or a wrong number
     of seeds.
     """
     unknown = [v for v in variants if v not in VARIANTS]
@@ -130,6 +130,9 @@ def plan_extra_trials(first_trial: int, fresh: int, variants: Sequence[str] = VA
     names = [FRESH] * fresh + list(variants) + list(structural)
     if seeds is None:
         seeds = draw_seeds(len(names))
+    elif structural and len(seeds) == fresh + len(variants):
+        # the seeds of a record made before the structural variants: replayed, the structural trials' drawn
+        seeds = [*seeds, *draw_seeds(len(structural))]
     if len(seeds) != len(names):
         raise ValueError(f"{len(seeds)} seeds given for {len(names)} extra trials ({names})")
     return [ExtraTrial(first_trial + i, int(s) % (2**32 - 1), name) for i, (s, name) in enumerate(zip(seeds, names))]
