@@ -75,21 +75,42 @@ def _false_alarms(problems, compiled: bool) -> tuple[list, dict]:
     return alarms, applied
 
 
+#: Level-1 problems whose structural trials take more than about 7 s at 1/64 size on a shared 2-core CPU (3-D and
+#: transposed convolutions in float64, mostly): checked by the slow test, the rest by the fast one (about 200 s for all
+#: 100 together on that machine, measured).
+HEAVY = {41, 50, 54, 57, 58, 59, 60, 61, 64, 65, 66, 67, 68, 69, 70, 71, 72, 73, 74, 76, 77, 79, 81}
+
+
+def _assert_not_vacuous(applied: dict, n: int) -> None:
+    """Each family applies to many problems: the variants are not vacuous."""
+    for name in ("shape_prime", "shape_batch1", "layout_transposed", "layout_strided"):
+        assert applied[name] >= n // 2, (name, applied, n)
+
+
 def test_the_honest_reference_passes_every_structural_variant_on_level_1(all_problems):
-    level1 = [p for p in all_problems if p.level == 1]
-    assert len(level1) == 100
+    level1 = [p for p in all_problems if p.level == 1 and p.problem_id not in HEAVY]
+    assert len(level1) == 100 - len(HEAVY)
     started = time.perf_counter()
     alarms, applied = _false_alarms(level1, compiled=False)
     assert not alarms, alarms
-    # the variants are not vacuous: each family applies to most problems
-    assert applied["shape_prime"] >= 80 and applied["layout_transposed"] >= 80, applied
-    assert applied["params_random"] >= 15 and applied["layout_channels_last"] >= 30, applied
+    _assert_not_vacuous(applied, len(level1))
+    assert applied["params_random"] >= 5 and applied["layout_channels_last"] >= 10, applied
     print(f"level 1, honest reference: {applied} applied, {time.perf_counter() - started:.0f} s")
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
+def test_the_honest_reference_passes_every_structural_variant_on_the_heavy_level_1_problems(all_problems):
+    heavy = [p for p in all_problems if p.level == 1 and p.problem_id in HEAVY]
+    alarms, applied = _false_alarms(heavy, compiled=False)
+    assert not alarms, alarms
+    _assert_not_vacuous(applied, len(heavy))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(7200)
 def test_torch_compile_passes_every_structural_variant_on_level_1(all_problems):
     level1 = [p for p in all_problems if p.level == 1]
     alarms, applied = _false_alarms(level1, compiled=True)
     assert not alarms, alarms
-    assert applied["shape_prime"] >= 80, applied
+    _assert_not_vacuous(applied, len(level1))
