@@ -76,8 +76,8 @@ def _false_alarms(problems, compiled: bool) -> tuple[list, dict]:
 
 
 #: Level-1 problems whose structural trials take more than about 7 s at 1/64 size on a shared 2-core CPU (3-D and
-#: transposed convolutions in float64, mostly): checked by the slow test, the rest by the fast one (about 200 s for all
-#: 100 together on that machine, measured).
+#: transposed convolutions in float64, mostly). Measured on that machine under a load of about 8: the other 77
+#: problems 305 s, these 23 about 520 s, torch.compile's output about 80 s per problem (compilation).
 HEAVY = {41, 50, 54, 57, 58, 59, 60, 61, 64, 65, 66, 67, 68, 69, 70, 71, 72, 73, 74, 76, 77, 79, 81}
 
 
@@ -87,6 +87,8 @@ def _assert_not_vacuous(applied: dict, n: int) -> None:
         assert applied[name] >= n // 2, (name, applied, n)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
 def test_the_honest_reference_passes_every_structural_variant_on_level_1(all_problems):
     level1 = [p for p in all_problems if p.level == 1 and p.problem_id not in HEAVY]
     assert len(level1) == 100 - len(HEAVY)
