@@ -142,6 +142,7 @@ class ReferenceSession:
         """(inputs, expected outputs at precision, expected float64 outputs) of a trial: a correctness trial index
         (KernelBench's, then the extra trials) or ``("timing", e)``, the inputs of timing-pool entry ``e`` regenerated
         from its seed (bit-identical to the pool's, which a candidate's process can reach through shared memory)."""
+        self.structural.drop_large(keep=trial)  # at full size, one shape variant's trial at a time
         if trial in self.cache:
             self.cache.move_to_end(trial)
             return self.cache[trial]

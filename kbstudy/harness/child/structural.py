@@ -21,6 +21,11 @@ from kbstudy.harness.failures import error_text
 from kbstudy.harness.problems import edit_sizes
 from kbstudy.verdict import trials as variants
 
+#: A shape variant's cached trial (inputs and expected outputs) is kept across requests up to this size; a larger one
+#: is dropped when another trial is asked for and recomputed from its seed (bit-identical) when needed again, so at
+#: full size at most one variant's trial is held beside the problem's own cache.
+SHAPE_KEEP_BYTES = 1 << 30
+
 
 class Structural:
     """The structural variants of one :class:`~kbstudy.harness.child.reference.ReferenceSession` (its ``session``)."""
@@ -61,6 +66,12 @@ class Structural:
         """The reference session of a shape variant's trial (chosen by :meth:`assess`). Raises ``KeyError`` if
         none was chosen."""
         return self.shape_sessions[trial]
+
+    def drop_large(self, keep=None) -> None:
+        """Drop the cached trials of the shape sessions other than ``keep``'s above :data:`SHAPE_KEEP_BYTES`."""
+        for t, sub in self.shape_sessions.items():
+            if t != keep and sum(sub._entry_bytes(e) for e in sub.cache.values()) > SHAPE_KEEP_BYTES:
+                sub.cache.clear()
 
     def _choose_shape(self, trial: int, name: str) -> str | None:
         """Pick the first edit set whose reference builds and runs; ``None`` or why the variant does not apply."""
