@@ -87,9 +87,9 @@ class EvalConfig:
                 f"checks={CHECKS_VERSION};second_sentinel={self.second_sentinel};storage_reuse_trial={self.storage_reuse_trial};"
                 f"fresh_trials={self.fresh_trials};variants={','.join(self.variants)};"
                 f"timing_pool_bytes={self.timing_pool_bytes}"
-                + (";skip_float32_only" if self.skip_float32_only else "")  # keys made without it stay valid
                 + (f";structural={','.join(self.structural_variants)}" if self.structural_variants else "")
-                + (";correctness_only" if self.correctness_only else ""))
+                + (";correctness_only" if self.correctness_only else "")
+                + (";skip_float32_only" if self.skip_float32_only else ""))  # keys made without it stay valid
 
 
 class NoGPUError(RuntimeError):

@@ -146,9 +146,8 @@ class Construct(_Wire):
 
     OP: ClassVar[str] = "construct"
     init_inputs: list  # the problem's get_init_inputs(), from the reference process (plain values, no tensors shared)
-    # a structural variant's model (verdict.trials.STRUCTURAL_VARIANTS), kept for that variant's trial; a failure is
-    # reported and the process serves on. None: the candidate's model
-    variant: str | None = None
+    # a structural variant's model is kept for that variant's trial; a failure is reported and the process serves on
+    variant: str | None = None  # verdict.trials.STRUCTURAL_VARIANTS name; None: the candidate's model
     source: str | None = None  # a shape variant: the candidate's source at the variant's sizes (None: the same class)
     parameters: dict | None = None  # params_random: {"spec": variant_inputs.parameter_spec of Model, "seed": int}
 
@@ -215,7 +214,7 @@ class Stage(_Wire):
     """A step done: ``loaded`` (the source ran and defines ModelNew) or ``constructed``."""
 
     stage: str  # "loaded" or "constructed"
-    not_applicable: str | None = None  # a structural variant's model: why the variant does not apply (no parameters match)
+    not_applicable: str | None = None  # a structural variant's model: why the variant does not apply (no match)
 
 
 @dataclasses.dataclass(frozen=True)
