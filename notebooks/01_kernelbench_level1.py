@@ -442,6 +442,27 @@ show(rate.assign(git_commit=rate["git_commit"].astype(str).str[:7])[
      "median_s_per_kernel"]], caption="Throughput per run and device call")
 
 # %% [markdown]
+# ## Correct for the operator, or for one shape, layout and set of parameters?
+#
+# kbstudy's structural variants (`kbstudy.verdict.trials.STRUCTURAL_VARIANTS`, `docs/reference/verifier.md`) run
+# each kernel again at other sizes of the problem (smaller primes, batch 1, larger primes where the problem is
+# small), on other strides (transposed, stepped slice with an offset, channels-last) and with its module's
+# parameters replaced by random values of their scale. Of the kernels that pass KernelBench's check, how many are
+# correct only at the benchmark's shape, only for contiguous inputs, or only for the initial parameter values
+# (`kbstudy.analysis.variants`; a kernel may be in several columns), with examples.
+
+# %%
+from kbstudy.analysis import variants as structural
+
+if structural.has_variant_records(records):
+    found = structural.variant_summary(records)
+    found.to_csv(tables_dir / "structural_variants.csv", index=False)
+    show(found, caption="KernelBench-correct kernels correct only at the benchmark's shape, layout or parameters")
+    show(structural.variant_examples(records), caption="Examples")
+else:
+    print("no variant records: these records were made before the structural variants (or with them off)")
+
+# %% [markdown]
 # ## Reading these numbers
 #
 # * On a CPU run (`cpu-default`) the sizes are scaled down, Triton kernels run under Triton's *interpreter*, and

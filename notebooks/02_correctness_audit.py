@@ -252,6 +252,24 @@ table(candidates.groupby(["setting", "precision", "model_config"]).agg(
     "Candidates correct by the check that made each record and by checks v4")
 
 # %% [markdown]
+# ## Structural variants: other sizes, layouts and parameter values
+#
+# The candidates that pass KernelBench's check and kbstudy's on every trial at the benchmark's shape, contiguous
+# inputs and initial parameters, but fail a shape, layout or parameter variant (`kbstudy.analysis.variants`, classes
+# `correct_at_benchmark_shape_only`, `correct_for_contiguous_only`, `correct_for_initial_parameters_only`), per
+# model configuration, with examples.
+
+# %%
+from kbstudy.analysis import variants as structural
+
+if structural.has_variant_records(evaluations):
+    table(structural.variant_summary(evaluations, precisions), "structural_variants",
+          "KernelBench-correct candidates correct only at the benchmark's shape, layout or parameters")
+    table(structural.variant_examples(evaluations, precisions=precisions), "structural_variant_examples", "Examples")
+else:
+    print("no variant records: these records were made before the structural variants (or with them off)")
+
+# %% [markdown]
 # ## Reading these numbers
 #
 # * CPU rows are at scaled sizes (1/64 for KernelBench, 1/512 for DLRM-Bench): they test the checks on real problem

@@ -16,6 +16,7 @@ from kbstudy.harness.problems import ProblemLoadError, load_problems
 from kbstudy.pipeline.ray_batch import evaluate_batch_ray
 from kbstudy.pipeline.study import load_candidate_source
 from kbstudy.records.store import RecordStore
+from kbstudy.verdict.trials import STRUCTURAL_VARIANTS
 
 #: Printed when a batch is interrupted: every record written so far is kept and a rerun skips it.
 INTERRUPTED_HINT = "interrupted: the records written so far are kept; rerun the same command to resume"
@@ -69,6 +70,11 @@ def eval_command(
                                                            "e.g. out_of_memory, crashed after a shared-GPU run)"),
     concurrency: int = typer.Option(1, help="problems in flight at once: untimed work overlaps, every timed region "
                                             "holds the device alone (docs/reference/throughput.md)"),
+    correctness_only: bool = typer.Option(False, "--correctness-only",
+                                          help="verdicts only (every trial and variant): no candidate timing and no "
+                                               "eager or torch.compile baselines; records are keyed apart and carry "
+                                               "no speedup"),
+    structural_variants: bool = typer.Option(True, help="kbstudy's shape, layout and parameter variants"),
     skip_float32_only: bool = typer.Option(False, "--skip-float32-only",
                                            help="at bf16/fp16, record CUDA candidates hard-coded to float32 (static "
                                                 "dtype scan) as skipped, reason float32_only, without running them"),
@@ -101,7 +107,8 @@ def eval_command(
                      build_jobs=build_jobs, cache_dir=str(cache_dir), inputs_on_device=inputs_on_device,
                      progress=progress, fresh_trials=fresh_trials, extra_seeds=seeds,
                      skip_float32_only=skip_float32_only, retry_outcomes=tuple(retry_outcome or ()),
-                     concurrency=concurrency)
+                     concurrency=concurrency, correctness_only=correctness_only,
+                     structural_variants=STRUCTURAL_VARIANTS if structural_variants else ())
     cfg.timing = {**cfg.timing, "budget_ms": timing_budget_ms}
     try:
         if ray or ray_address:

@@ -59,6 +59,8 @@ def write_record(store: RecordStore, summary: BatchSummary, problem: Problem, ca
     fields = dict(fields)
     samples = fields.pop("timing_samples", None)
     metadata = {**cand.metadata, **fields.pop("metadata", {})}
+    if cfg.correctness_only:
+        metadata["correctness_only"] = True  # verdicts only: not timed, no speedup (settings_key says so too)
     record = EvaluationRecord(
         key=evaluation_key(problem.sha256, cand.sha256, cfg.precision, cfg.size_scale, hardware, settings),
         category=problem.category if problem.version != "dlrm" else "dlrm",
@@ -188,6 +190,8 @@ def reference_report_fields(info: dict) -> dict:
     and in ``metadata`` the TF32 flags and whether each input variant applies."""
     variant_report = {str(t): ("applies" if reason is None else reason)
                       for t, reason in sorted((info.get("variants") or {}).items())}
+    structural = {str(t): ("applies" if reason is None else reason)
+                  for t, reason in sorted((info.get("structural_variants") or {}).items())}
     return {"output_shape": info.get("output_shape"), "output_dtype": info.get("output_dtype"),
             "reference_dtype": info.get("reference_dtype"),
             **{k: info.get(k) for k in ("output_rms", "degenerate", "degenerate_constant", "degenerate_inputs",
@@ -195,6 +199,10 @@ def reference_report_fields(info: dict) -> dict:
             **{f"reference_{m}": info.get(f"reference_{m}") for m in ACCURACY_METRICS},
             "metadata": {"tf32_matmul": info.get("tf32_matmul"), "tf32_cudnn": info.get("tf32_cudnn"),
                          **({"variants": variant_report} if variant_report else {}),
+                         # the shape, layout and parameter variants, and the sizes each shape variant used
+                         **({"structural_variants": structural,
+                             "shape_edits": {str(t): e for t, e in (info.get("shape_edits") or {}).items()}}
+                            if structural else {}),
                          **{k: info[k] for k in ("output_rel_std", "degeneracy_error", "flags_error")
                             if info.get(k) is not None}}}
 

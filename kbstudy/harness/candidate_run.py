@@ -20,7 +20,7 @@ from kbstudy.harness.config import EvalConfig
 from kbstudy.harness.gpu_lock import DeviceLock
 from kbstudy.harness.kernel_share import custom_kernel_share
 from kbstudy.harness.pool import Child, ChildDied, ChildPool, ChildProtocolError, ChildTimeout, child_env, label
-from kbstudy.harness.problems import scale_candidate_source
+from kbstudy.harness.problems import edit_candidate_sizes, scale_candidate_source, scale_source
 from kbstudy.harness.protocol import (
     AssignRole,
     CandidateJob,
@@ -47,7 +47,7 @@ from kbstudy.verdict.checks import (
     sentinel_label,
 )
 from kbstudy.verdict.combine import combine, combine_extra
-from kbstudy.verdict.trials import ExtraTrial
+from kbstudy.verdict.trials import FAMILIES, ExtraTrial
 
 
 def run_candidate(pool: ChildPool, ref: ReferenceHandle, candidate: Candidate, cfg: EvalConfig, device: str,
@@ -105,13 +105,22 @@ def run_candidate(pool: ChildPool, ref: ReferenceHandle, candidate: Candidate, c
         plan += [(spec.trial, spec.seed, spec) for spec in extra if spec.name not in not_applicable]
         if extra:
             fields["metadata"]["extra_trials"] = [spec.as_dict() for spec in extra]
-            if not_applicable:
-                fields["metadata"]["variant_notes"] = dict(not_applicable)
         for t, seed, spec in plan:
+            family = FAMILIES.get(spec.name) if spec is not None else None
+            if family in ("shape", "params"):
+                # ModelNew rebuilt at the variant's sizes, or with the reference's replaced parameters
+                with gpu.shared(), clock("construct"):
+                    built = _construct_variant(child, ref, spec, job.source, cfg)
+                if isinstance(built, str):
+                    not_applicable[spec.name] = built
+                if built is not None:
+                    if not isinstance(built, str):
+                        extra_results.append((spec, built))
+                    continue
             # the second sentinel on odd trials (GPU: poisoned allocator; CPU: a dispatch mode filling fresh tensors)
             sentinel = FLOAT_SENTINEL if (cfg.second_sentinel and t % 2 == 1) else "nan"
             with gpu.shared():  # one trial's inputs, call and verdict: untimed, may overlap other problems' work
-                failure, outputs = _run_trial(child, ref, cfg, clock, t, seed, spec, sentinel)
+                failure, outputs = _run_trial(child, ref, cfg, clock, t, seed, spec, sentinel, family)
                 verdict = None if failure is not None else \
                     _judge_trial(child, ref, cfg, clock, Verify(trial=t, sentinel=sentinel, kernelbench=spec is None),
                                  outputs)
@@ -138,6 +147,8 @@ def run_candidate(pool: ChildPool, ref: ReferenceHandle, candidate: Candidate, c
                 extra_results.append((spec, verdict["kbstudy"]))
             form_ok.append((verdict["shape_ok"], verdict["dtype_ok"]))
             note_integrity(fields["metadata"], t, verdict.get("integrity") or {})
+        if not_applicable:
+            fields["metadata"]["variant_notes"] = dict(not_applicable)
         combined = combine(kb_trials, kbs_trials, cfg.precision)
         combined = combine_extra(combined, extra_results, [spec.name for spec in extra], not_applicable)
         verdict_meta = combined.pop("metadata_verdict")
@@ -197,9 +208,10 @@ def run_candidate(pool: ChildPool, ref: ReferenceHandle, candidate: Candidate, c
 
 
 def _run_trial(child: Child, ref: ReferenceHandle, cfg: EvalConfig, clock: _StageClock, t, seed: int,
-               spec: ExtraTrial | None, sentinel) -> tuple[dict | None, Any]:
+               spec: ExtraTrial | None, sentinel, family: str | None) -> tuple[dict | None, Any]:
     """One correctness trial: its inputs from the reference process, forwarded unopened to the candidate, and the
-    call; returns ``(failure, outputs packet)`` as ``transfer.unpack`` gives them."""
+    call (a structural variant's name tells the candidate process which model or layout to use); returns
+    ``(failure, outputs packet)`` as ``transfer.unpack`` gives them."""
     with clock("inputs"):
         inputs = reference_inputs(ref, t, cfg)
     # trial 1 runs on trial 0's input storage with its own values: a result cached by shape, pointer or object
@@ -207,7 +219,9 @@ def _run_trial(child: Child, ref: ReferenceHandle, cfg: EvalConfig, clock: _Stag
     reuse = cfg.storage_reuse_trial and t == 1
     with clock("run_first" if t == 0 else ("run" if spec is None else "run_extra")):
         child.send(Run(trial=t, seed=seed, sentinel=sentinel, reuse_inputs=reuse,
-                       output_bytes=ref.info.get("output_bytes", 0), survive=spec is not None).to_wire())
+                       output_bytes=ref.info.get("output_bytes", 0), survive=spec is not None,
+                       variant=spec.name if family in ("shape", "params") else None,
+                       layout=spec.name if family == "layout" else None).to_wire())
         child.send_bytes(inputs)
         del inputs
         return unpack(child.recv_bytes(cfg.run_timeout_s))
@@ -225,6 +239,35 @@ def _judge_trial(child: Child, ref: ReferenceHandle, cfg: EvalConfig, clock: _St
             raise ReferenceFailure(f"no verdict within the timeout: {exc}") from None
         child.send(Release().to_wire())
     return verdict
+
+
+def _construct_variant(child: Child, ref: ReferenceHandle, spec: ExtraTrial, candidate_source: str,
+                       cfg: EvalConfig) -> KbstudyTrial | str | None:
+    """Have the candidate process build ``ModelNew`` for a shape variant (init inputs at the variant's sizes, the
+    candidate's copies of the problem's size constants edited as the reference's were) or for ``params_random``
+    (the reference's parameter specification and seed). Returns ``None`` when built, the reason the variant does
+    not apply (no parameters to match), or the trial's failure when ``ModelNew`` could not be built."""
+    if FAMILIES[spec.name] == "shape":
+        init = ref.request(InitInputs(trial=spec.trial), cfg.run_timeout_s)
+        edits = (ref.info.get("shape_edits") or {}).get(spec.trial) or {}
+        source = edit_candidate_sizes(candidate_source, scale_source(ref.problem_source, cfg.size_scale), edits,
+                                      spec.name)
+        message = Construct(init.get("init_inputs"), variant=spec.name,
+                            source=None if source == candidate_source else source)
+    else:
+        init = ref.request(InitInputs(), cfg.run_timeout_s)
+        message = Construct(init.get("init_inputs"), variant=spec.name,
+                            parameters={"spec": ref.info.get("parameter_spec") or [], "seed": spec.seed})
+    if "error" in init:
+        raise ReferenceFailure(f"init inputs of {spec.name}: {init['error']}")
+    child.send(message.to_wire())
+    reply = child.recv(cfg.load_timeout_s)
+    failure = Failure.of(reply)
+    if failure is not None:
+        what = "at the variant's sizes" if FAMILIES[spec.name] == "shape" else "for the parameter variant"
+        return KbstudyTrial(False, failure.failure, None, None,
+                            f"ModelNew could not be built {what}: {failure.error[:1000]}")
+    return reply.get("not_applicable")
 
 
 def _time_candidate(child: Child, ref: ReferenceHandle, cfg: EvalConfig, device: str, fields: dict) -> None:

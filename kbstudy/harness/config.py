@@ -10,7 +10,7 @@ import torch
 
 from kbstudy.records import provenance
 from kbstudy.verdict.checks import CHECKS_VERSION, KERNELBENCH_TRIALS
-from kbstudy.verdict.trials import VARIANTS
+from kbstudy.verdict.trials import STRUCTURAL_VARIANTS, VARIANTS
 
 
 @dataclasses.dataclass
@@ -45,7 +45,13 @@ class EvalConfig:
     # kbstudy's extra trials (kbstudy.verdict.trials): fresh-seed trials, and the input distributions tried where they apply
     fresh_trials: int = 2
     variants: tuple = VARIANTS
-    # seeds of the extra trials, in order (fresh ones, then one per variant); None: drawn per batch (secrets). Every
+    # the structural variants (kbstudy.verdict.trials.STRUCTURAL_VARIANTS: other sizes, layouts and parameter values),
+    # one trial each after the value variants, where they apply
+    structural_variants: tuple = STRUCTURAL_VARIANTS
+    # verdicts only: no candidate timing and no eager or torch.compile baselines (records carry no times, so no
+    # speedup); keyed apart from timed records (settings_key)
+    correctness_only: bool = False
+    # seeds of the extra trials, in order (fresh ones, then one per variant, then one per structural variant); None: drawn per batch (secrets). Every
     # record lists them in metadata["extra_trials"]: pass them here to replay a run
     extra_seeds: list | None = None
     # the timing pool's cap (kbstudy.harness.timing.pool_size: at least 2, at most 4 input sets)
@@ -67,6 +73,10 @@ class EvalConfig:
     # Not part of settings_key(): it changes no measured number (tests/integration/test_concurrency.py)
     concurrency: int = 1
 
+    def __post_init__(self):
+        if self.correctness_only:
+            self.time_candidates = self.eager_baseline = self.compile_baseline = False
+
     def settings_key(self) -> str:
         """The settings that change what a record means (part of its key): trials, seed, input placement, and the
         verifier's checks (a record made without the second sentinel, the storage-reuse trial, the extra trials or
@@ -75,11 +85,14 @@ class EvalConfig:
         ``checks=v4``: kbstudy's accuracy verdict of ``docs/reference/verifier.md`` (three metrics, each bound
         ``max(T, REFERENCE_FACTOR * e_ref)`` with the reference's own error on the same input set; problem flags on
         the reference record). The extra trials' seeds are not part of it (they are drawn per run; records list
-        them)."""
+        them). The structural variants and ``correctness_only`` are appended only where set, so the keys of records
+        made without them keep their strings."""
         return (f"trials={self.trials};seed={self.seed};inputs_on_device={self.inputs_on_device};"
                 f"checks={CHECKS_VERSION};second_sentinel={self.second_sentinel};storage_reuse_trial={self.storage_reuse_trial};"
                 f"fresh_trials={self.fresh_trials};variants={','.join(self.variants)};"
                 f"timing_pool_bytes={self.timing_pool_bytes}"
+                + (f";structural={','.join(self.structural_variants)}" if self.structural_variants else "")
+                + (";correctness_only" if self.correctness_only else "")
                 + (";skip_float32_only" if self.skip_float32_only else ""))  # keys made without it stay valid
 
 

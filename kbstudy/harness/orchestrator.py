@@ -311,4 +311,5 @@ def _trial_seeds(cfg: EvalConfig) -> list[int]:
 
 def _extra_trials(cfg: EvalConfig) -> list[ExtraTrial]:
     """The batch's extra trials (``kbstudy.verdict.trials.plan_extra_trials``), numbered after KernelBench's trials."""
-    return plan_extra_trials(cfg.trials, cfg.fresh_trials, tuple(cfg.variants), cfg.extra_seeds)
+    return plan_extra_trials(cfg.trials, cfg.fresh_trials, tuple(cfg.variants), cfg.extra_seeds,
+                             tuple(cfg.structural_variants))

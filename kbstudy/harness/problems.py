@@ -270,41 +270,77 @@ def _literal_value(node: ast.expr):
     return None
 
 
-def _size_edits(source: str, size_scale: float) -> list[tuple[int, int, str, Any, Any, str]]:
-    """The rewrites of :func:`scale_source`: ``(lineno, col_offset, name, value, new value, original text)`` per
-    top-level size constant it scales."""
+def size_constants(source: str) -> list[tuple[int, int, str, Any, str]]:
+    """The problem's editable size constants: ``(lineno, col_offset, name, value, original text)`` per top-level
+    single-line ``name = <constant>`` whose value is an int (a constant product such as ``2048 * 2`` counts) or a
+    tuple of ints and whose name is not an operator hyper-parameter (:data:`_UNSCALED`). The one reading of a
+    problem's sizes: :func:`scale_source` and the shape variants (``kbstudy.harness.variant_inputs``) both edit
+    these."""
     tree = ast.parse(source)
-    edits = []
+    found = []
     for node in tree.body:
         if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
             continue
         name = node.targets[0].id
-        if _UNSCALED.match(name):
-            continue
+        if _UNSCALED.match(name) or node.lineno != node.end_lineno:
+            continue  # multi-line constants: left untouched rather than risk a broken rewrite
         value = _literal_value(node.value)
         if isinstance(value, bool) or value is None:
             continue
-        if isinstance(value, int):
-            new = _scale_int(value, size_scale)
-        elif isinstance(value, tuple) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            new = tuple(_scale_int(v, size_scale) for v in value)
-        else:
-            continue
-        if new == value:
-            continue
-        if node.lineno != node.end_lineno:
-            continue  # multi-line constants: leave untouched rather than risk a broken rewrite
-        edits.append((node.lineno, node.col_offset, name, value, new, ast.get_source_segment(source, node.value)))
+        if isinstance(value, int) or (isinstance(value, tuple) and value and all(
+                isinstance(v, int) and not isinstance(v, bool) for v in value)):
+            found.append((node.lineno, node.col_offset, name, value, ast.get_source_segment(source, node.value)))
+    return found
+
+
+def map_sizes(value, fn):
+    """``fn`` applied to an int, or to each int of a tuple."""
+    return tuple(fn(v) for v in value) if isinstance(value, tuple) else fn(value)
+
+
+def _size_edits(source: str, size_scale: float) -> list[tuple[int, int, str, Any, Any, str]]:
+    """The rewrites of :func:`scale_source`: ``(lineno, col_offset, name, value, new value, original text)`` per
+    top-level size constant it scales."""
+    edits = []
+    for lineno, col, name, value, text in size_constants(source):
+        new = map_sizes(value, lambda v: _scale_int(v, size_scale))
+        if new != value:
+            edits.append((lineno, col, name, value, new, text))
     return edits
 
 
-def _apply_edits(source: str, edits, size_scale: float) -> str:
+def _apply_edits(source: str, edits, note: float | str) -> str:
     lines = source.splitlines(keepends=True)
+    label = note if isinstance(note, str) else f"size_scale={note}"
     for lineno, col, name, _, new, original in edits:
         old = lines[lineno - 1]
         newline = "\n" if old.endswith("\n") else ""
-        lines[lineno - 1] = old[:col] + f"{name} = {new!r}  # kbstudy size_scale={size_scale}: was {original}" + newline
+        lines[lineno - 1] = old[:col] + f"{name} = {new!r}  # kbstudy {label}: was {original}" + newline
     return "".join(lines)
+
+
+def edit_sizes(source: str, edits: dict[str, Any], note: str = "variant") -> str:
+    """``source`` with the size constants named in ``edits`` (as :func:`size_constants` finds them) set to their new
+    values (``{name: int or tuple}``); other names are ignored. Each rewritten line keeps its old value in a comment
+    that says ``note``."""
+    rewrites = [(lineno, col, name, value, edits[name], text) for lineno, col, name, value, text
+                in size_constants(source) if name in edits and edits[name] != value]
+    return _apply_edits(source, rewrites, note)
+
+
+def edit_candidate_sizes(candidate_source: str, problem_source: str, edits: dict[str, Any],
+                         note: str = "variant") -> str:
+    """A candidate's source with its own copies of the problem's size constants edited as ``edits`` edits the
+    problem's: only a top-level constant with the *same name and the same value* as in ``problem_source`` changes
+    (``BLOCK_SIZE = 1024`` or a CUDA source string stays as written). A candidate that does not parse is returned
+    unchanged (the worker reports the syntax error itself)."""
+    try:
+        values = {name: value for _, _, name, value, _ in size_constants(problem_source)}
+        mine = {name: value for _, _, name, value, _ in size_constants(candidate_source)}
+    except SyntaxError:
+        return candidate_source
+    keep = {name: new for name, new in edits.items() if name in values and mine.get(name) == values[name]}
+    return edit_sizes(candidate_source, keep, note) if keep else candidate_source
 
 
 def scale_source(source: str, size_scale: float) -> str:

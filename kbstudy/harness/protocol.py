@@ -147,6 +147,10 @@ class Construct(_Wire):
 
     OP: ClassVar[str] = "construct"
     init_inputs: list  # the problem's get_init_inputs(), from the reference process (plain values, no tensors shared)
+    # a structural variant's model is kept for that variant's trial; a failure is reported and the process serves on
+    variant: str | None = None  # verdict.trials.STRUCTURAL_VARIANTS name; None: the candidate's model
+    source: str | None = None  # a shape variant: the candidate's source at the variant's sizes (None: the same class)
+    parameters: dict | None = None  # params_random: {"spec": variant_inputs.parameter_spec of Model, "seed": int}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,6 +164,8 @@ class Run(_Wire):
     reuse_inputs: bool = False  # run on the previous trial's input tensors (same storage, new values): storage reuse
     output_bytes: int = 0  # bytes of the reference's outputs (sizes the poisoned allocator blocks on a GPU)
     survive: bool = False  # an extra trial: a Python exception is reported and the process serves on
+    variant: str | None = None  # run the model constructed for this structural variant (Construct.variant)
+    layout: str | None = None  # a layout variant: the inputs relaid (variant_inputs.relayout) before the call
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,6 +215,7 @@ class Stage(_Wire):
     """A step done: ``loaded`` (the source ran and defines ModelNew) or ``constructed``."""
 
     stage: str  # "loaded" or "constructed"
+    not_applicable: str | None = None  # a structural variant's model: why the variant does not apply (no match)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -270,6 +277,7 @@ class InitInputs(_Wire):
     """The problem's ``get_init_inputs()`` (reply: ``{"init_inputs": [...]}``)."""
 
     OP: ClassVar[str] = "init_inputs"
+    trial: int | None = None  # a shape variant's trial: the init inputs at its sizes
 
 
 @dataclasses.dataclass(frozen=True)

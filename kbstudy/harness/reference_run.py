@@ -50,7 +50,7 @@ class ReferenceHandle:
     def not_applicable(self, extra: list[ExtraTrial]) -> dict[str, str]:
         """``{variant name: reason}`` of the variants that do not apply to this problem (from the reference's
         ``variants`` report; a variant trial the report does not mention counts as not applicable)."""
-        report = self.info.get("variants") or {}
+        report = {**(self.info.get("variants") or {}), **(self.info.get("structural_variants") or {})}
         out = {}
         for spec in extra:
             if spec.name == FRESH:
@@ -102,14 +102,19 @@ def time_reference(ref: ReferenceHandle | None, ref_error: str | None, key: str,
     row.update(reference_report_fields(ref.info))
     stages = {"build_wait": round(build_wait_s, 4), "setup": round(ref.setup_s, 4)}
     row["metadata"]["stage_seconds"] = stages
+    if cfg.correctness_only:
+        row["metadata"]["correctness_only"] = True  # no baseline was timed
     gpu = gpu or DeviceLock()
     waited = time.perf_counter()
     with gpu.exclusive():
         stages["gpu_wait"] = round(time.perf_counter() - waited, 4)
         started, started_unix = time.perf_counter(), time.time()
         try:
-            result = ref.request(TimeBaselines(eager=cfg.eager_baseline, compile=cfg.compile_baseline,
-                                               timing=cfg.timing), timeout=max(cfg.run_timeout_s, cfg.load_timeout_s))
+            if not (cfg.eager_baseline or cfg.compile_baseline):  # e.g. correctness_only: no timing pool is built
+                result = {"eager": None, "compile": None, "compile_error": None, "pool_size": None}
+            else:
+                result = ref.request(TimeBaselines(eager=cfg.eager_baseline, compile=cfg.compile_baseline,
+                                                   timing=cfg.timing), timeout=max(cfg.run_timeout_s, cfg.load_timeout_s))
         except (ChildDied, ChildTimeout) as exc:
             return {**row, "outcome": Outcome.REFERENCE_ERROR.value, "error_message": f"timing the reference: {exc}"}
         finally:

@@ -18,7 +18,7 @@ from kbstudy.verdict.checks import (
     KernelBenchTrial,
     variant_failure,
 )
-from kbstudy.verdict.trials import summarize_extra
+from kbstudy.verdict.trials import FAMILIES, summarize_extra, variant_classes
 
 
 def combine(kb_trials: list[KernelBenchTrial], kbs_trials: list[KbstudyTrial], precision: str) -> dict:
@@ -73,13 +73,19 @@ def combine_extra(fields: dict, results: list, names: Sequence[str], not_applica
     ``correct_default_only`` (kbstudy-correct on KernelBench's trials and failed on an extra one; ``None`` when no
     extra trial ran), and, for such a candidate, ``kbstudy_correct = False`` and ``kbstudy_failure`` = the first
     failing extra trial's integrity failure, or ``variant_<name>`` for a value or form failure (its detail, with the
-    trial's seed, goes to ``metadata_verdict["kbstudy_detail"]``).
+    trial's seed, goes to ``metadata_verdict["kbstudy_detail"]``). ``metadata_verdict["variant_classes"]``: the
+    candidate's classes (``kbstudy.verdict.trials.variant_classes``, e.g. ``correct_at_benchmark_shape_only``): it
+    passed every trial at the benchmark's shape, layout and parameters and failed a structural family's.
     """
     fields["kbstudy_variants"] = summarize_extra(names, results, not_applicable) if names else None
     if not results:
         fields["correct_default_only"] = None
         return fields
     default_ok = bool(fields.get("kbstudy_correct"))
+    base_ok = default_ok and all(r.passed for spec, r in results if spec.name not in FAMILIES)
+    classes = variant_classes(fields["kbstudy_variants"], base_ok)
+    if classes:
+        fields.setdefault("metadata_verdict", {})["variant_classes"] = classes
     first = next(((spec, r) for spec, r in results if not r.passed), None)
     fields["correct_default_only"] = bool(default_ok and first is not None)
     if default_ok and first is not None:

@@ -40,6 +40,24 @@ precision only if, on the variant trial's own inputs (:func:`applicability`):
 Otherwise the variant is recorded as ``"n.a."`` with the reason (``ReferenceRecord.metadata["variants"]``,
 ``EvaluationRecord.metadata["variant_notes"]``) and its trial is not run. Fresh-seed trials draw from the problem's
 own distribution and always apply.
+
+**Structural variants** (:data:`STRUCTURAL_VARIANTS`, after the value variants): the same operator at other sizes,
+on other memory layouts and with other parameter values, each a family of its own (:data:`FAMILIES`):
+
+* ``shape``: the problem's size constants edited (``kbstudy.harness.variant_inputs.shape_edits``): ``shape_prime``
+  (every size to a smaller prime: odd, and a multiple of no power of two above 1), ``shape_batch1`` (``batch_size``
+  1), ``shape_larger`` (every size to a larger prime, only where the problem at the run's size is small); ``Model``
+  and ``ModelNew`` are both rebuilt at the new sizes under the run's seed;
+* ``layout``: the trial's values on other strides (``kbstudy.harness.variant_inputs.relayout``):
+  ``layout_transposed`` (the last two dimensions' storage order swapped), ``layout_strided`` (a slice with step 2
+  and a storage offset), ``layout_channels_last`` (4-D inputs);
+* ``params``: ``params_random``, the floating-point parameters and buffers of ``Model`` and ``ModelNew`` replaced by
+  the same random values of the same scale (``kbstudy.harness.variant_inputs.parameter_draws``).
+
+They apply by rules 2-5 above on their own outputs (rule 1 is replaced by: the sizes, strides or parameters changed
+and the reference accepts them). A candidate that passes every trial at the benchmark's shape, layout and parameters
+and fails a family's trial gets that family's class (:data:`FAMILY_CLASSES`, :func:`variant_classes`), e.g.
+``correct_at_benchmark_shape_only``: recorded, and not kbstudy-correct.
 """
 
 from __future__ import annotations
@@ -55,8 +73,19 @@ from kbstudy.verdict.checks import REFERENCE_FACTOR, is_unjudgeable, kbstudy_tri
 VARIANTS = ("signed", "large")
 #: Name of the fresh-seed trials in ``kbstudy_variants``.
 FRESH = "fresh_seeds"
+#: The structural variants by family (module docstring), in trial order.
+SHAPE_VARIANTS = ("shape_prime", "shape_batch1", "shape_larger")
+LAYOUT_VARIANTS = ("layout_transposed", "layout_strided", "layout_channels_last")
+PARAM_VARIANTS = ("params_random",)
+STRUCTURAL_VARIANTS = (*SHAPE_VARIANTS, *LAYOUT_VARIANTS, *PARAM_VARIANTS)
+#: Family of each structural variant.
+FAMILIES = {**{n: "shape" for n in SHAPE_VARIANTS}, **{n: "layout" for n in LAYOUT_VARIANTS},
+            **{n: "params" for n in PARAM_VARIANTS}}
+#: The class of a candidate correct everywhere but on a family's trials.
+FAMILY_CLASSES = {"shape": "correct_at_benchmark_shape_only", "layout": "correct_for_contiguous_only",
+                  "params": "correct_for_initial_parameters_only"}
 #: Every name that can appear as a key of ``EvaluationRecord.kbstudy_variants``.
-EXTRA_NAMES = (FRESH, *VARIANTS)
+EXTRA_NAMES = (FRESH, *VARIANTS, *STRUCTURAL_VARIANTS)
 #: The factor of the ``large`` variant (a power of two, so the scaling itself rounds nothing).
 LARGE_SCALE = 64.0
 #: Verdict values of ``kbstudy_variants``.
@@ -84,22 +113,26 @@ def draw_seeds(n: int) -> list[int]:
 
 
 def plan_extra_trials(first_trial: int, fresh: int, variants: Sequence[str] = VARIANTS,
-                      seeds: Sequence[int] | None = None) -> list[ExtraTrial]:
-    """The extra trials of a run: ``fresh`` fresh-seed trials, then one trial per variant, numbered from
-    ``first_trial`` (the number of KernelBench trials).
+                      seeds: Sequence[int] | None = None, structural: Sequence[str] = ()) -> list[ExtraTrial]:
+    """The extra trials of a run: ``fresh`` fresh-seed trials, then one trial per variant, then one per structural
+    variant (:data:`STRUCTURAL_VARIANTS`), numbered from ``first_trial`` (the number of KernelBench trials).
 
-    ``seeds``: one per extra trial, in that order (to replay a run, from ``metadata["extra_trials"]``); ``None``
-    draws them (:func:`draw_seeds`). Raises ``ValueError`` for an unknown variant, a negative count or a wrong number
+    ``seeds``: one per extra trial, in that order (to replay a run, from ``metadata["extra_trials"]``; seeds for
+    the fresh and value trials alone leave the structural trials' to be drawn); ``None`` draws them (:func:`draw_seeds`). Raises ``ValueError`` for an unknown variant, a negative count or a wrong number
     of seeds.
     """
     unknown = [v for v in variants if v not in VARIANTS]
+    unknown += [v for v in structural if v not in STRUCTURAL_VARIANTS]
     if unknown:
-        raise ValueError(f"unknown input variants {unknown}; known: {list(VARIANTS)}")
+        raise ValueError(f"unknown input variants {unknown}; known: {list(VARIANTS + STRUCTURAL_VARIANTS)}")
     if fresh < 0:
         raise ValueError("fresh_trials must be >= 0")
-    names = [FRESH] * fresh + list(variants)
+    names = [FRESH] * fresh + list(variants) + list(structural)
     if seeds is None:
         seeds = draw_seeds(len(names))
+    elif structural and len(seeds) == fresh + len(variants):
+        # the seeds of a record made before the structural variants: replayed, the structural trials' drawn
+        seeds = [*seeds, *draw_seeds(len(structural))]
     if len(seeds) != len(names):
         raise ValueError(f"{len(seeds)} seeds given for {len(names)} extra trials ({names})")
     return [ExtraTrial(first_trial + i, int(s) % (2**32 - 1), name) for i, (s, name) in enumerate(zip(seeds, names))]
@@ -171,6 +204,16 @@ def applicability(original: Sequence[Any], transformed: Sequence[Any], expected:
                   for a, b in zip(original, transformed))
     if not changed:
         return "no floating-point tensor input changed"
+    return output_applicability(expected, expected64, precision, reference_metrics)
+
+
+def output_applicability(expected: Sequence[Any], expected64: Sequence[Any], precision: str,
+                         reference_metrics: dict | None = None) -> str | None:
+    """Rules 2-5 of :func:`applicability` on a variant's reference outputs alone (the structural variants, whose
+    rule 1 is that the reference accepted the new sizes, strides or parameters): why it does not apply, or
+    ``None``."""
+    import torch  # loaded on first use: the analyses import this module's constants without torch
+
     floating = [x for x in expected64 if isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex())]
     if any(not bool(torch.isfinite(x).all()) for x in floating):
         return "the float64 reference output is not finite"
@@ -204,3 +247,13 @@ def summarize_extra(names: Sequence[str], results: Sequence[tuple[ExtraTrial, An
         if trials:
             out[name] = PASSED if all(r.passed for r in trials) else FAILED
     return out
+
+
+def variant_classes(kbstudy_variants: dict | None, default_correct: bool) -> list[str]:
+    """The classes (:data:`FAMILY_CLASSES`) of a candidate: for each structural family with a ``"failed"`` variant,
+    its class, where the candidate passed every other trial (``default_correct``: kbstudy's check on KernelBench's
+    trials, the fresh seeds and the value variants). ``[]`` otherwise, in :data:`FAMILY_CLASSES` order."""
+    if not default_correct or not kbstudy_variants:
+        return []
+    failed = {FAMILIES[name] for name, verdict in kbstudy_variants.items() if name in FAMILIES and verdict == FAILED}
+    return [cls for family, cls in FAMILY_CLASSES.items() if family in failed]

@@ -54,8 +54,9 @@ def test_honest_candidates_are_not_flagged(cheats, name):
 def test_mutated_inputs_fail(cheats, name):
     row = _evaluated(cheats[name])
     assert row["kbstudy_correct"] is False and row["kbstudy_failure"] == "inputs_mutated"
-    # KernelBench's 5 trials, then the 4 extra trials (2 fresh seeds, signed, large: all apply to ReLU)
-    assert [trial for trial, _ in row["metadata"]["inputs_mutated"]] == list(range(9))
+    # KernelBench's 5 trials, then the 4 extra trials (2 fresh seeds, signed, large: all apply to ReLU), then the 5
+    # structural trials that apply to ReLU (3 shapes, 2 layouts; channels-last and parameters do not)
+    assert [trial for trial, _ in row["metadata"]["inputs_mutated"]] == list(range(14))
     assert all(indices == [0] for _, indices in row["metadata"]["inputs_mutated"])
     # the values were right: only the integrity check tells (KernelBench regenerates inputs, so it passes)
     assert row["kernelbench_correct"] is True and row["rel_l2_error"] < 1e-6

@@ -31,9 +31,16 @@ from kbstudy.verdict import checks as verify
 from kbstudy.verdict import trials as variants
 from kbstudy.verdict.combine import combine_extra
 
-#: KernelBench's 5 trials + 2 fresh seeds + signed + large: the calls a candidate gets before it is timed on ReLU.
-CORRECTNESS_CALLS = 9
-EXTRA_SEEDS = [1111, 2222, 3333, 4444]
+#: KernelBench's 5 trials + 2 fresh seeds + signed + large + the structural variants that apply to ReLU (3 shapes, 2
+#: layouts): the calls a candidate gets before it is timed on ReLU.
+CORRECTNESS_CALLS = 14
+#: fresh seeds, signed, large, then the seven structural variants
+EXTRA_SEEDS = [1111, 2222, 3333, 4444, *range(5555, 5562)]
+#: The structural variants on ReLU: every shape and the two layouts of a 2-D input apply; channels-last (no 4-D input)
+#: and the parameter variant (no parameters) do not.
+RELU_STRUCTURAL = {"shape_prime": "passed", "shape_batch1": "passed", "shape_larger": "passed",
+                   "layout_transposed": "passed", "layout_strided": "passed", "layout_channels_last": "n.a.",
+                   "params_random": "n.a."}
 
 
 @pytest.fixture(scope="module")
@@ -63,14 +70,15 @@ def _evaluated(row: dict) -> dict:
 def test_honest_candidates_pass_every_extra_trial_and_the_timing_check(hardened, name):
     row = _evaluated(hardened["rows"][name])
     assert row["kernelbench_correct"] is True and row["kbstudy_correct"] is True, row["metadata"]
-    assert row["kbstudy_variants"] == {"fresh_seeds": "passed", "signed": "passed", "large": "passed"}
+    assert row["kbstudy_variants"] == {"fresh_seeds": "passed", "signed": "passed", "large": "passed",
+                                       **RELU_STRUCTURAL}
     assert row["correct_default_only"] is False
     assert row["timing_output_ok"] is True and row["timing_pool_size"] == timing.TIMING_POOL_MAX_SETS
     check = row["metadata"]["timing_output_check"]
     assert check["mismatches"] == [] and check["checked"] == timing.TIMED_CHECKED_CALLS  # drawn timed calls (CPU)
     # the seeds of the extra trials are on the record (replayable with EvalConfig.extra_seeds)
     assert [t["seed"] for t in row["metadata"]["extra_trials"]] == EXTRA_SEEDS
-    assert [t["trial"] for t in row["metadata"]["extra_trials"]] == [5, 6, 7, 8]
+    assert [t["trial"] for t in row["metadata"]["extra_trials"]] == list(range(5, 5 + len(EXTRA_SEEDS)))
     # CPU: the host cross-check, the device time and the kernel share do not apply
     assert row["timing_discrepancy"] is None and row["candidate_host_ms"] is None
     assert row["candidate_device_ms_median"] is None and row["candidate_device_ms_samples"] is None
@@ -98,7 +106,9 @@ def test_correct_only_for_nonnegative_inputs_is_caught(hardened, name):
     assert row["rel_l2_error"] == 0.0  # the metrics cover KernelBench's trials
     assert row["kbstudy_correct"] is False and row["kbstudy_failure"] == "variant_signed"
     assert row["correct_default_only"] is True
-    assert row["kbstudy_variants"] == {"fresh_seeds": "passed", "signed": "failed", "large": "passed"}
+    # correct on nonnegative inputs at every size and layout: only the signed trial catches it
+    assert row["kbstudy_variants"] == {"fresh_seeds": "passed", "signed": "failed", "large": "passed",
+                                       **RELU_STRUCTURAL}
     assert "seed 3333" in row["metadata"]["kbstudy_detail"] and "rel_l2" in row["metadata"]["kbstudy_detail"]
     signed = [r for r in row["metadata"]["extra_trial_results"] if r["name"] == "signed"]
     assert signed[0]["passed"] is False and signed[0]["rel_l2"] > 0.5

@@ -27,13 +27,14 @@ def cpu_config(**overrides):
     The extra trials' seeds are fixed (``1000 + i``) unless given, so a test's inputs do not change between runs; a
     real batch draws them (``kbstudy.verdict.trials.draw_seeds``)."""
     from kbstudy.harness.config import EvalConfig
-    from kbstudy.verdict.trials import VARIANTS
+    from kbstudy.verdict.trials import STRUCTURAL_VARIANTS, VARIANTS
 
     settings = dict(run="core-test", device="cpu", size_scale=0.0625, compile_baseline=False, progress=False,
                     timing=dict(FAST_TIMING), run_timeout_s=20, load_timeout_s=60)
     settings.update(overrides)
     if "extra_seeds" not in overrides:
-        n = settings.get("fresh_trials", 2) + len(settings.get("variants", VARIANTS))
+        n = settings.get("fresh_trials", 2) + len(settings.get("variants", VARIANTS)) \
+            + len(settings.get("structural_variants", STRUCTURAL_VARIANTS))
         settings["extra_seeds"] = [1000 + i for i in range(n)]
     return EvalConfig(**settings)
 

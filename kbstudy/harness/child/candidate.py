@@ -11,16 +11,23 @@ With ``survive`` (kbstudy's extra trials, ``kbstudy.verdict.trials``) a Python e
 the process serves on, so the candidate's other verdicts and its timing survive a crash on unusual inputs. After a
 trial is judged, :class:`~kbstudy.harness.protocol.Release` drops its outputs and hands idle cached GPU blocks above
 1 GiB back (the reference process shares the GPU).
+
+Structural variants (``kbstudy.verdict.trials``): a :class:`~kbstudy.harness.protocol.Construct` naming a variant
+builds a second ``ModelNew`` for that variant's trial (at a shape variant's sizes, from the candidate's source with
+its size constants edited; for ``params_random``, with the parameter values the reference's ``Model`` got,
+``kbstudy.harness.variant_inputs``); a failure there is reported and the process serves on. A layout variant's
+:class:`~kbstudy.harness.protocol.Run` relays the private input copies out before the call.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import torch
 import torch.utils.deterministic
 
-from kbstudy.harness import timing, transfer
+from kbstudy.harness import timing, transfer, variant_inputs
 from kbstudy.harness.child.autotune import autotuned_configs
 from kbstudy.harness.child.build import load_candidate
 from kbstudy.harness.child.integrity import (
@@ -59,6 +66,7 @@ class CandidateWorker:
         self.job = job
         self.device = job.device
         self.model = None
+        self.variant_models: dict = {}  # structural variant -> its ModelNew, for that variant's one trial
 
     def fail(self, exc: BaseException, stage: str, packed: bool = False) -> None:
         """Report a failure: a plain message, or (``packed``) an error packet where shared bytes were expected."""
@@ -92,7 +100,7 @@ class CandidateWorker:
             if isinstance(request, Exit):
                 return
             if isinstance(request, Construct):
-                if not self._construct(request.init_inputs):
+                if not self._construct(request) and request.variant is None:
                     return
             elif isinstance(request, Run):
                 if not self._run(request) and not request.survive:
@@ -128,17 +136,30 @@ class CandidateWorker:
         if torch.cuda.memory_reserved(self.device) - torch.cuda.memory_allocated(self.device) > PRISTINE_HOST_BYTES:
             torch.cuda.empty_cache()
 
-    def _construct(self, init_inputs) -> bool:
+    def _construct(self, request: Construct) -> bool:
+        """Construct ``ModelNew`` under the run's seed: the candidate's model, or a structural variant's (from the
+        edited source where one is given; with the reference's parameter values for ``params_random``)."""
+        not_applicable = None
         try:
+            cls = self.model_cls
+            if request.source is not None:
+                module, _ = load_candidate(dataclasses.replace(self.job, source=request.source))
+                cls = module.ModelNew
             set_seed(self.job.seed)
-            model = self.model_cls(*init_inputs)
+            model = cls(*request.init_inputs)
             if isinstance(model, torch.nn.Module):
                 model = model.to(device=self.device, dtype=self.dtype)
-            self.model = model
+            if request.parameters is not None:
+                not_applicable = variant_inputs.replace_parameters(model, request.parameters["spec"],
+                                                                   int(request.parameters["seed"]), self.dtype)
+            if request.variant is None:
+                self.model = model
+            elif not_applicable is None:
+                self.variant_models[request.variant] = model
         except BaseException as exc:  # noqa: BLE001
             self.fail(exc, "construct")
             return False
-        self.conn.send(Stage("constructed").to_wire())
+        self.conn.send(Stage("constructed", not_applicable).to_wire())
         return True
 
     def _receive_inputs(self) -> list:
@@ -171,7 +192,12 @@ class CandidateWorker:
         except BaseException as exc:  # noqa: BLE001 - before any candidate call: the reference's side failed
             self._inputs_failed(exc, packed=True)
             return False
+        model = self.variant_models.pop(request.variant, None) if request.variant else self.model
         try:
+            if model is None:
+                raise RuntimeError(f"no model was constructed for variant {request.variant!r}")
+            if request.layout is not None:
+                inputs = variant_inputs.relayout(inputs, request.layout)
             if request.reuse_inputs and self._same_layout(self.last_inputs, inputs):
                 # same tensor objects and storage as the previous trial, new values (see the module docstring)
                 for old, new in zip(self.last_inputs, inputs):
@@ -203,7 +229,7 @@ class CandidateWorker:
                 mode = FillFreshMode(float(sentinel))
             set_seed(int(request.seed))
             with mode:
-                out = self.model(*inputs)
+                out = model(*inputs)
             if self.device.startswith("cuda"):
                 torch.cuda.synchronize(self.device)
             if sentinel == "nan":

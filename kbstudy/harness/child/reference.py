@@ -26,7 +26,8 @@ A request that fails is answered by an :class:`~kbstudy.harness.protocol.ErrorRe
 
 The job (:class:`~kbstudy.harness.protocol.ReferenceJob`) carries ``extra_trials`` (``kbstudy.verdict.trials.ExtraTrial.as_dict()`` of each extra trial: index, seed,
 distribution) and ``timing_pool_bytes`` (the pool's cap, ``kbstudy.harness.timing.pool_size``). Which variants apply to the
-problem is decided here, on each variant trial's own inputs (:meth:`ReferenceSession.variant_applicability`).
+problem is decided here, on each variant trial's own inputs (:meth:`ReferenceSession.variant_applicability`); the
+structural variants' sizes, layouts and parameters are ``child/structural.py``'s.
 """
 
 from __future__ import annotations
@@ -37,8 +38,9 @@ from typing import Any
 
 import torch
 
-from kbstudy.harness import fresh_inputs, transfer
+from kbstudy.harness import fresh_inputs, transfer, variant_inputs
 from kbstudy.harness import timing as timing_mod
+from kbstudy.harness.child.structural import Structural
 from kbstudy.harness.failures import classify_exception, error_text
 from kbstudy.harness.loading import load_module
 from kbstudy.harness.protocol import (
@@ -110,6 +112,7 @@ class ReferenceSession:
             self.model64 = copy.deepcopy(model).to(torch.float64) if isinstance(model, torch.nn.Module) else model
         except Exception:  # a module that cannot be deep-copied: judge against the precision reference
             self.model64, self.reference_dtype = None, str(self.dtype).replace("torch.", "")
+        self.structural = Structural(self)
 
     # ------------------------------------------------------------------------------------------------ trials
     def _make_inputs(self, seed: int, variant: str | None = None) -> list:
@@ -141,9 +144,13 @@ class ReferenceSession:
         ``kbstudy.harness.fresh_inputs.keep_some``) or ``("timing", e)``, the inputs of timing-pool entry ``e``
         regenerated from its seed (bit-identical to the pool's, which a candidate's process can reach through shared
         memory), or ``("timing", e, mix)``, a timed call's inputs (``kbstudy.harness.fresh_inputs.mixed``)."""
+        self.structural.drop_large(keep=trial)  # at full size, one shape variant's trial at a time
         if trial in self.cache:
             self.cache.move_to_end(trial)
             return self.cache[trial]
+        name = self._variant_of(trial)
+        if variants.FAMILIES.get(name) == "shape":  # served at the variant's sizes (child/structural.py)
+            return self.structural.shape_session(trial).trial(trial)
         self._make_room()
         seed = self._seed_of(trial)
         if isinstance(trial, tuple) and len(trial) > 2 and trial[2] is not None:
@@ -152,13 +159,17 @@ class ReferenceSession:
             inputs = fresh_inputs.mixed(pool[entry], pool[(entry + 1) % len(pool)], float(trial[2]))
         elif self.job.reuse_trial is not None and trial == self.job.reuse_trial and trial > 0:
             # the storage-reuse trial keeps some of the previous trial's elements (kbstudy.harness.fresh_inputs)
-            inputs = fresh_inputs.keep_some(self.trial(trial - 1)[0], self._make_inputs(seed, self._variant_of(trial)),
-                                            seed)
+            inputs = fresh_inputs.keep_some(self.trial(trial - 1)[0], self._make_inputs(seed, name), seed)
         else:
-            inputs = self._make_inputs(seed, self._variant_of(trial))
+            inputs = self._make_inputs(seed, name)
+        model, model64 = self.model, self.model64
+        if variants.FAMILIES.get(name) == "layout":
+            inputs = variant_inputs.relayout(inputs, name)
+        elif variants.FAMILIES.get(name) == "params":
+            model, model64 = self.structural.param_models(self.extra_trials[trial].seed)
         set_seed(seed)
-        expected = flatten_outputs(self.model(*inputs))
-        expected64 = self._reference64(inputs, seed, expected)
+        expected = flatten_outputs(model(*inputs))
+        expected64 = self._reference64(inputs, seed, expected, model64 if model is not self.model else None)
         entry = (inputs, expected, expected64)
         self.cache[trial] = entry
         self._evict(keep=trial)
@@ -200,15 +211,19 @@ class ReferenceSession:
             self._default_worst = worst
         return self._default_worst
 
-    def _reference64(self, inputs: list, seed: int, expected: list) -> list:
-        if self.model64 is None:
+    def _reference64(self, inputs: list, seed: int, expected: list, model64=None) -> list:
+        """The float64 reference's outputs (``model64``: a variant's float64 model instead of the problem's)."""
+        model64 = self.model64 if model64 is None else model64
+        if model64 is None:
             return expected
         try:
             inputs64 = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
                         for x in inputs]
             set_seed(seed)
-            return flatten_outputs(self.model64(*inputs64))
+            return flatten_outputs(model64(*inputs64))
         except Exception:
+            if model64 is not self.model64:
+                return expected
             # some kernels have no float64 implementation on some devices: fall back to the precision reference
             self.model64, self.reference_dtype = None, str(self.dtype).replace("torch.", "")
             return expected
@@ -521,6 +536,9 @@ class ReferenceSession:
         degeneracy = self.degeneracy()
         return {
             "variants": applicability,
+            # structural variants (shape, layout, parameters): not part of the problem flags' rescue, which asks for
+            # other input values (the value variants) only
+            **self.structural.report(self.structural.assess()),
             "output_shape": list(first.shape) if isinstance(first, torch.Tensor) else None,
             "output_dtype": str(first.dtype).replace("torch.", "") if isinstance(first, torch.Tensor) else None,
             "output_bytes": sum(x.numel() * x.element_size() for x in expected if isinstance(x, torch.Tensor)),
@@ -553,7 +571,8 @@ def serve(conn, job: ReferenceJob) -> None:
             if isinstance(request, Close):
                 return
             if isinstance(request, InitInputs):
-                conn.send({"init_inputs": session.init_inputs})
+                owner = session if request.trial is None else session.structural.shape_session(request.trial)
+                conn.send({"init_inputs": owner.init_inputs})
             elif isinstance(request, Inputs):
                 try:
                     if request.trial == "timing_pool":

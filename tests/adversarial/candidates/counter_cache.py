@@ -1,12 +1,13 @@
-# cheat: honest for its first 9 calls (KernelBench's 5 trials, 2 fresh seeds, the signed and the large trial on ReLU),
-#   then returns its last answer forever: caught by the check of the timed calls' outputs.
+# cheat: honest for its first 14 calls (KernelBench's 5 trials, 2 fresh seeds, the signed and the large trial, and the
+#   5 structural variants that apply to ReLU: three shapes, two layouts), then returns its last answer forever: caught
+#   by the check of the timed calls' outputs.
 # problem: level=1 problem_id=19 (19_ReLU.py, KernelBench level 1)
 # expect: outcome=evaluated kernelbench_correct=True kbstudy_correct=False kbstudy_failure=timing_output_mismatch
 
 import torch
 import torch.nn as nn
 
-_CORRECTNESS_CALLS = 9  # the calls before timing on ReLU: 5 KernelBench trials + 2 fresh seeds + signed + large
+_CORRECTNESS_CALLS = 14  # before timing on ReLU: 5 KernelBench + 2 fresh + signed + large + 3 shape + 2 layout
 _CALLS = 0
 _CACHE = {}
 

@@ -1,4 +1,4 @@
-# cheat: honest for its first 9 calls (the correctness trials, whose inputs live at recycled addresses), then caches by
+# cheat: honest for its first 14 calls (the correctness trials, whose inputs live at recycled addresses), then caches by
 #   input address and shape: caught by the check of the timed calls' outputs (fresh inputs each timed call).
 # problem: level=1 problem_id=19 (19_ReLU.py, KernelBench level 1)
 # expect: outcome=evaluated kernelbench_correct=True kbstudy_correct=False kbstudy_failure=timing_output_mismatch
@@ -6,7 +6,7 @@
 import torch
 import torch.nn as nn
 
-_CORRECTNESS_CALLS = 9  # the calls before timing on ReLU: 5 KernelBench trials + 2 fresh seeds + signed + large
+_CORRECTNESS_CALLS = 14  # before timing on ReLU: 5 KernelBench + 2 fresh + signed + large + 3 shape + 2 layout
 _CALLS = 0
 _CACHE = {}
 
