@@ -8,8 +8,7 @@ Groups: ``strict`` checks decide kbstudy's verdict (a failure is the record's ``
 (a record field or metadata) and change no verdict, though some change what a record may be used for (no speedup
 under ``timing_discrepancy``, no evidence from a flagged problem). ``docs/reference/verifier.md`` lists the registry
 (its table is :func:`markdown_table`, checked by ``tests/unit/test_check_registry.py``, which also checks that every
-failure name the code can emit is here). Entries marked planned name checks whose code is not on this branch yet;
-their names come from :func:`kbstudy.verdict.checks.variant_failure`.
+failure name the code can emit is here). The variants' names come from :func:`kbstudy.verdict.checks.variant_failure`.
 """
 
 from __future__ import annotations
@@ -22,14 +21,11 @@ from kbstudy.verdict.checks import (
     TIMING_OUTPUT_MISMATCH,
     variant_failure,
 )
-from kbstudy.verdict.trials import EXTRA_NAMES, FRESH
+from kbstudy.verdict.trials import EXTRA_NAMES, FAMILIES, FRESH
 
 STRICT, WARNING = "strict", "warning"
 GROUPS = (STRICT, WARNING)
 
-#: Input variants of issue 27 (shape, layout, parameter values) whose trials are planned: their failure names are
-#: ``variant_failure(name)``, as the existing variants'.
-PLANNED_VARIANTS = ("shape", "layout", "parameter")
 
 _KB = "KernelBench `src/kernelbench/eval.py` (commit 423217d)"
 
@@ -40,7 +36,7 @@ class Check:
     warning; ``group``: :data:`STRICT` or :data:`WARNING`; ``stage``: where it runs (form, coverage, values, integrity,
     variants, timing, problem, static, kernelbench); ``checks``: what it checks; ``stops``: the cheat or error it
     stops; ``source``: where it comes from (a paper, a KernelBench file, a public issue); ``where``: the code that
-    decides it; ``planned``: named here before its code exists."""
+    decides it."""
 
     name: str
     group: str
@@ -49,7 +45,6 @@ class Check:
     stops: str
     source: str
     where: str
-    planned: bool = False
 
 
 _VERIFY = "kbstudy.verdict.checks.kbstudy_trial"
@@ -77,11 +72,12 @@ _VARIANT_TEXT = {
 
 def _variant_checks() -> list[Check]:
     out = []
-    for name in (*EXTRA_NAMES, *(v for v in PLANNED_VARIANTS if v not in EXTRA_NAMES)):
-        checks, stops, source = _VARIANT_TEXT.get(name, (f"the extra trial `{name}`", "(not described yet)", "-"))
-        out.append(Check(variant_failure(name), STRICT, "variants", f"an extra trial on {checks}, judged by the form, "
-                         "coverage, value and integrity checks", stops, source, "kbstudy.verdict.combine.combine_extra",
-                         planned=name not in EXTRA_NAMES))
+    for name in EXTRA_NAMES:
+        family = {"params": "parameter"}.get(FAMILIES.get(name), FAMILIES.get(name))
+        checks, stops, source = _VARIANT_TEXT[family or name]
+        what = f"`{name}`: {checks}" if family else checks
+        out.append(Check(variant_failure(name), STRICT, "variants", f"an extra trial on {what}, judged by the form, "
+                         "coverage, value and integrity checks", stops, source, "kbstudy.verdict.combine.combine_extra"))
     return out
 
 
@@ -168,9 +164,9 @@ def by_name() -> dict[str, Check]:
     return {c.name: c for c in CHECKS}
 
 
-def strict_failures(planned: bool = False) -> set[str]:
-    """The names a record's ``kbstudy_failure`` can hold; with ``planned``, those of planned checks too."""
-    return {c.name for c in CHECKS if c.group == STRICT and (planned or not c.planned)}
+def strict_failures() -> set[str]:
+    """The names a record's ``kbstudy_failure`` can hold."""
+    return {c.name for c in CHECKS if c.group == STRICT}
 
 
 def markdown_table() -> str:
@@ -181,7 +177,7 @@ def markdown_table() -> str:
     lines = ["| check | group | stage | what it checks | what it stops | source | decided by |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for c in CHECKS:
-        name = f"`{c.name}`" + (" (planned)" if c.planned else "")
+        name = f"`{c.name}`"
         lines.append("| " + " | ".join(cell(x) for x in (name, c.group, c.stage, c.checks, c.stops, c.source,
                                                            f"`{c.where}`")) + " |")
     return "\n".join(lines)
