@@ -7,21 +7,10 @@ outputs: it receives inputs, and its outputs are judged here (``kbstudy.verdict.
 Inputs and expected outputs per trial are computed lazily and cached up to ``cache_bytes``; a trial evicted from the
 cache is recomputed from its seed, which gives bit-identical inputs (same generator, same device).
 
-Protocol (``kbstudy.harness.protocol``; tensors travel as packets, ``kbstudy.harness.transfer``):
-
-* :class:`~kbstudy.harness.protocol.InitInputs` -> ``{"init_inputs": [...]}``
-* :class:`~kbstudy.harness.protocol.Inputs` (``trial``) -> a packet of the inputs (or an error packet); ``trial`` is a
-  trial index (KernelBench's trials, then the extra trials of ``kbstudy.verdict.trials``) or ``"timing_pool"`` (then
-  the packet holds ``{"pool": [input sets], "seeds": [...]}``, see :meth:`ReferenceSession.timing_pool`)
-* :class:`~kbstudy.harness.protocol.Verify` then the packet of the candidate's outputs (with the candidate process's
-  ``integrity`` report) -> ``{"kernelbench": KernelBenchTrial | None, "kbstudy": KbstudyTrial, "integrity": {...},
-  "shape_ok", "dtype_ok"}``
-* :class:`~kbstudy.harness.protocol.VerifyTiming` then the packet of the sampled timed outputs ->
-  :meth:`ReferenceSession.verify_timing`'s dict
-* :class:`~kbstudy.harness.protocol.TimeBaselines` -> ``{"eager": [ms...], "compile": [ms...], "compile_error": ...,
-  "pool_size": int}``
-* :class:`~kbstudy.harness.protocol.Close`
-
+Requests (``kbstudy.harness.protocol``, whose message classes document each reply; tensors travel as packets,
+``kbstudy.harness.transfer``): ``InitInputs``, ``Inputs`` (a trial index, KernelBench's trials then the extra trials
+of ``kbstudy.verdict.trials``, or ``"timing_pool"``), ``Verify`` and ``VerifyTiming`` (each followed by the packet
+of the candidate's outputs), ``TimeBaselines``, ``Close``.
 A request that fails is answered by an :class:`~kbstudy.harness.protocol.ErrorReply` and the process serves on.
 
 The job (:class:`~kbstudy.harness.protocol.ReferenceJob`) carries ``extra_trials`` (``kbstudy.verdict.trials.ExtraTrial.as_dict()`` of each extra trial: index, seed,
