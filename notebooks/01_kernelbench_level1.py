@@ -44,6 +44,7 @@
 # Paths are relative to the repository root (resolved by kbstudy.pipeline.paths.project_path), so the rendered notebook
 # re-runs unchanged from outputs/reports/<name>/ under nbval.
 records_dirs = ["outputs/records/kernelbench/cpu/study"]  # run folders holding evaluations.jsonl
+structural_dirs = []  # record folders of structural-variant runs (e.g. --correctness-only); [] = records_dirs
 output_dir = "outputs/reports/cpu-default/01_kernelbench_level1"  # tables/ and figures/ go here
 precision = "fp32"  # keep records at this precision
 hardware_label = "CPU, sizes scaled by 1/16"  # how the hardware is named in titles
@@ -454,11 +455,14 @@ show(rate.assign(git_commit=rate["git_commit"].astype(str).str[:7])[
 # %%
 from kbstudy.analysis import variants as structural
 
-if structural.has_variant_records(records):
-    found = structural.variant_summary(records)
+variant_records = load_frames([project_path(d) for d in structural_dirs], label="name",
+                              first_attempts=True).evaluations if structural_dirs else records
+if structural.has_variant_records(variant_records):
+    found = structural.variant_summary(variant_records)
     found.to_csv(tables_dir / "structural_variants.csv", index=False)
+    print(f"structural variants: {', '.join(structural_dirs) or 'records_dirs'}")
     show(found, caption="KernelBench-correct kernels correct only at the benchmark's shape, layout or parameters")
-    show(structural.variant_examples(records), caption="Examples")
+    show(structural.variant_examples(variant_records), caption="Examples")
 else:
     print("no variant records: these records were made before the structural variants (or with them off)")
 

@@ -42,6 +42,7 @@ records_dirs = ["outputs/records/kernelbench/cpu/calibration", "outputs/records/
                 "outputs/records/kernelbench/h200/level1-fp32-first4"]
 output_dir = "outputs/reports/cpu-default/02_correctness_audit"  # tables/ and figures/ go here
 precisions = ["fp32", "bf16"]  # keep records at these precisions
+structural_dirs = []  # record folders of structural-variant runs (e.g. --correctness-only); [] = records_dirs
 hardware_label = "CPU at scaled sizes (calibration), H200 at full size (committed GPU records)"
 verifier_doc = "docs/reference/verifier.md"  # the check is rendered from this file's section "The replacement check"
 
@@ -262,10 +263,14 @@ table(candidates.groupby(["setting", "precision", "model_config"]).agg(
 # %%
 from kbstudy.analysis import variants as structural
 
-if structural.has_variant_records(evaluations):
-    table(structural.variant_summary(evaluations, precisions), "structural_variants",
+variant_evaluations = load_frames([project_path(d) for d in structural_dirs], label="relative",
+                                  root=project_path("."), settings=True).evaluations if structural_dirs else evaluations
+if structural.has_variant_records(variant_evaluations):
+    print(f"structural variants: {', '.join(structural_dirs) or 'records_dirs'}")
+    table(structural.variant_summary(variant_evaluations, precisions), "structural_variants",
           "KernelBench-correct candidates correct only at the benchmark's shape, layout or parameters")
-    table(structural.variant_examples(evaluations, precisions=precisions), "structural_variant_examples", "Examples")
+    table(structural.variant_examples(variant_evaluations, precisions=precisions), "structural_variant_examples",
+          "Examples")
 else:
     print("no variant records: these records were made before the structural variants (or with them off)")
 
