@@ -11,8 +11,8 @@ for _kbray_whl in "$_kbray_dir"/*.whl; do
         pyyaml) _kbray_mod=yaml ;; protobuf) _kbray_mod=google.protobuf ;; jsonschema_specifications) _kbray_mod=jsonschema_specifications ;;
         rpds_py) _kbray_mod=rpds ;; charset_normalizer) _kbray_mod=charset_normalizer ;; *) _kbray_mod="$_kbray_name" ;;
     esac
-    if ! python -c "import $_kbray_mod" 2>/dev/null; then
-        python -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" "$_kbray_whl" "$_kbray_dir/deps"
+    if ! python3 -c "import $_kbray_mod" 2>/dev/null; then
+        python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" "$_kbray_whl" "$_kbray_dir/deps"
     fi
 done
 export PYTHONPATH="$_kbray_dir:$_kbray_dir/deps${PYTHONPATH:+:$PYTHONPATH}"
