@@ -11,7 +11,7 @@ export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 TORCH_SPEC ?= torch==2.13.0
 TORCH_INDEX ?=
 
-.PHONY: install study render golden test pytest nbval test-unit test-integration test-notebooks test-adversarial test-gpu
+.PHONY: install study render golden test pytest nbval test-heavy test-unit test-integration test-notebooks test-adversarial test-gpu
 
 install:
 	$(PYTHON) -m pip install $(TORCH_INDEX) "$(TORCH_SPEC)"
@@ -35,14 +35,18 @@ render golden:
 test: pytest nbval
 
 pytest:
-	$(PYTHON) -m pytest -q tests
+	$(PYTHON) -m pytest -q tests -m "not heavy"
 
 # one tier each (tests/<tier>/); test-gpu is for the GPU machine
 test-unit test-integration test-notebooks test-adversarial test-gpu: test-%:
-	$(PYTHON) -m pytest -q -p no:cacheprovider tests/$*
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/$* -m "not heavy"
 
 # strict output comparison of the rendered notebooks (numbers printed as rounded text; images not compared)
 nbval:
 	@test -n "$(REPORTS)" || { echo "no rendered notebooks under outputs/reports/: run 'make study' or 'make render'"; exit 1; }
 	$(PYTHON) -m pytest -q -p no:cacheprovider --nbval --nbval-current-env \
 		--nbval-sanitize-with tests/nbval_sanitize.cfg $(REPORTS)
+
+# the false-alarm checks too long for every run: every level-1 problem under torch.compile, the heavy convolutions
+test-heavy:
+	$(PYTHON) -m pytest -q tests -m heavy
