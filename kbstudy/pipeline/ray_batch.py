@@ -97,7 +97,8 @@ def evaluate_batch_ray(problems: list[Problem], candidates: list[Candidate], sto
     if unknown:
         raise ValueError(f"unknown outcome(s) to retry: {sorted(unknown)}; known: {', '.join(OUTCOMES)}")
     # one batch, one set of extra-trial seeds (every lane's records list the same ones, as in one process)
-    seeds = cfg.extra_seeds or [e.seed for e in plan_extra_trials(cfg.trials, cfg.fresh_trials, tuple(cfg.variants))]
+    seeds = cfg.extra_seeds or [e.seed for e in plan_extra_trials(cfg.trials, cfg.fresh_trials, tuple(cfg.variants),
+                                                                   structural=tuple(cfg.structural_variants))]
     lane_cfg = dataclasses.replace(cfg, progress=False, extra_seeds=list(seeds),
                                    cache_dir=str(Path(cfg.cache_dir).resolve()))
     started_here = not ray.is_initialized()
