@@ -72,7 +72,8 @@ def run_candidate(pool: ChildPool, ref: ReferenceHandle, candidate: Candidate, c
     clock = _StageClock()
     fields["metadata"]["stage_seconds"] = clock.totals
     timed: list[list[float]] = []
-    with clock("start"):
+    # on a CPU the device is the processor: a process starting (importing torch) would slow another problem's timing
+    with gpu.shared() if not device.startswith("cuda") else contextlib.nullcontext(), clock("start"):
         child = pool.get()
     stage = "load"
     failed_build = build is not None and not build.get("built", True)

@@ -7,7 +7,9 @@ lock *shared*. A timed request (a candidate's timing and profiled call, the eage
 takes it *exclusive*: it starts once every shared request in flight has been answered, and no other request is sent
 until it is answered, so every child process but the one being timed is idle, as in a serial batch. A waiting
 exclusive request stops new shared ones (timing is never starved). The children only work between a request and
-its reply, so the orchestrator's lock is the device's.
+its reply, so the orchestrator's lock is the device's. On a CPU the device is the processor, so a process's start
+(importing torch) takes the lock shared too; on a GPU a spare process starting ahead (``ChildPool``) can overlap a
+timed region on the host's CPUs, never with work on the GPU beyond creating its CUDA context.
 
 Every exclusive hold is kept as a ``(start, end)`` pair of ``time.time()`` (:attr:`DeviceLock.exclusive_windows`),
 and each thread's waits are summed, so records can say how long they waited (``stage_seconds.gpu_wait``) and tests

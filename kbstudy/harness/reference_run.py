@@ -29,7 +29,10 @@ class ReferenceHandle:
     def __init__(self, pool: ChildPool, problem: Problem, cfg: EvalConfig, device: str,
                  extra: list[ExtraTrial] | None = None, gpu: DeviceLock | None = None):
         started = time.perf_counter()
-        self.child = pool.get()
+        # on a CPU the device is the processor: a process starting (importing torch) would slow another problem's
+        # timing, so the start is untimed work on the device
+        with gpu.shared() if gpu is not None and not device.startswith("cuda") else contextlib.nullcontext():
+            self.child = pool.get()
         self.problem_source = problem.source  # unscaled: scale_candidate_source matches candidates against it
         source = scale_source(problem.source, cfg.size_scale)
         job = ReferenceJob(source=source, filename=f"<problem {label(problem.key)}>", device=device,
