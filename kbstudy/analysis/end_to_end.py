@@ -42,33 +42,28 @@ def _worst_rel_l2(value) -> float:
 
 def load_substitution_records(folders: Sequence[str | os.PathLike]) -> pd.DataFrame:
     """The newest substitution record of each (workload, setup, kernel source, hardware) in ``folders``
-    (:func:`kbstudy.substitution.store.load_substitutions`), one row each in :data:`MEASURED_COLUMNS`. ``saving`` is
+    (:func:`kbstudy.substitution.store.latest_records`), one row each in :data:`MEASURED_COLUMNS`. ``saving`` is
     the record's ``saving_fraction``; a case whose kernels apply nowhere (``nothing_applicable``) saves 0 by
     definition, and one the end-to-end check refused (``check_failed``) contributes nothing either, so it saves 0
     too (its ``outcome`` says why). Absent folders hold nothing."""
-    frame = substitution_store.load_substitutions(list(folders))
-    if frame.empty:
-        return pd.DataFrame(columns=MEASURED_COLUMNS)
-    latest = {(r.get("workload"), r.get("config"), r.get("kernel_source"), r.get("hardware")): r
-              for r in sorted(substitution_store.iter_records(list(folders)), key=lambda r: r.get("created_utc") or "")}
     rows = []
-    for _, row in frame.iterrows():
-        rec = latest[(row["workload"], row["config"], row["kernel_source"], row["hardware"])]
+    for rec in substitution_store.latest_records(list(folders)):
         reasons = sorted({p.get("reason", "") for p in rec.get("places_not_applicable") or []})
         saving = rec.get("saving_fraction")
         if saving is None and rec.get("outcome") == "check_failed":
             saving = 0.0
-        rows.append({"workload": row["workload"], "config": row["config"], "mode": rec.get("mode"),
-                     "kernel_source": row["kernel_source"], "outcome": rec.get("outcome"),
-                     "baseline_ms": row["baseline_ms_median"], "baseline_ms_ci_low": row["baseline_ms_ci_low"],
-                     "baseline_ms_ci_high": row["baseline_ms_ci_high"], "substituted_ms": row["substituted_ms_median"],
-                     "substituted_ms_ci_low": row["substituted_ms_ci_low"],
-                     "substituted_ms_ci_high": row["substituted_ms_ci_high"],
+        rows.append({"workload": rec.get("workload"), "config": rec.get("config"), "mode": rec.get("mode"),
+                     "kernel_source": rec.get("kernel_source"), "outcome": rec.get("outcome"),
+                     "baseline_ms": rec.get("baseline_ms_median"), "baseline_ms_ci_low": rec.get("baseline_ms_ci_low"),
+                     "baseline_ms_ci_high": rec.get("baseline_ms_ci_high"),
+                     "substituted_ms": rec.get("substituted_ms_median"),
+                     "substituted_ms_ci_low": rec.get("substituted_ms_ci_low"),
+                     "substituted_ms_ci_high": rec.get("substituted_ms_ci_high"),
                      "saving": math.nan if saving is None else float(saving),
-                     "places_substituted": row["n_places_substituted"],
-                     "places_not_applicable": row["n_places_not_applicable"],
+                     "places_substituted": len(rec.get("places_substituted") or []),
+                     "places_not_applicable": len(rec.get("places_not_applicable") or []),
                      "not_applicable_reasons": "; ".join(r for r in reasons if r),
-                     "e2e_rel_l2": _worst_rel_l2(rec.get("e2e_rel_l2")), "hardware": row["hardware"]})
+                     "e2e_rel_l2": _worst_rel_l2(rec.get("e2e_rel_l2")), "hardware": rec.get("hardware")})
     return pd.DataFrame(rows, columns=MEASURED_COLUMNS).astype({c: float for c in MEASURED_COLUMNS if c.endswith(("_ms", "_low", "_high"))})
 
 

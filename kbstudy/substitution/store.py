@@ -30,6 +30,9 @@ def iter_records(paths: Iterable[str | Path] | str | Path) -> list[dict]:
     return out
 
 
+#: What one case is: a substitution record is superseded by a newer one of the same case.
+CASE_KEY = ("workload", "config", "kernel_source", "hardware")
+
 #: The columns of :func:`load_substitutions`, one row per case.
 FRAME_COLUMNS = ("workload", "config", "mode", "kernel_source", "outcome", "hardware", "baseline_ms_median",
                  "baseline_ms_ci_low", "baseline_ms_ci_high", "substituted_ms_median", "substituted_ms_ci_low",
@@ -37,18 +40,21 @@ FRAME_COLUMNS = ("workload", "config", "mode", "kernel_source", "outcome", "hard
                  "n_places_substituted", "n_places_not_applicable", "e2e_passed", "git_commit")
 
 
+def latest_records(paths: Iterable[str | Path] | str | Path) -> list[dict]:
+    """The newest record of each case (:data:`CASE_KEY`), in order of creation."""
+    ordered = sorted(iter_records(paths), key=lambda r: r.get("created_utc") or "")
+    last = {tuple(r.get(k) for k in CASE_KEY): i for i, r in enumerate(ordered)}
+    return [ordered[i] for i in sorted(last.values())]
+
+
 def load_substitutions(paths: Iterable[str | Path] | str | Path) -> pd.DataFrame:
-    """One row per case (the newest record of each workload, config and kernel source), with the counts of places
-    substituted and refused; the lists themselves stay in the records (:func:`iter_records`)."""
+    """One row per case (:func:`latest_records`), with the counts of places substituted and refused; the lists
+    themselves stay in the records."""
     rows = []
-    for r in iter_records(paths):
+    for r in latest_records(paths):
         row = {k: r.get(k) for k in FRAME_COLUMNS}
         row["n_places_substituted"] = len(r.get("places_substituted") or [])
         row["n_places_not_applicable"] = len(r.get("places_not_applicable") or [])
         row["created_utc"] = r.get("created_utc")
         rows.append(row)
-    frame = pd.DataFrame(rows, columns=[*FRAME_COLUMNS, "created_utc"])
-    if frame.empty:
-        return frame
-    frame = frame.sort_values("created_utc", kind="stable")
-    return frame.drop_duplicates(["workload", "config", "kernel_source", "hardware"], keep="last").reset_index(drop=True)
+    return pd.DataFrame(rows, columns=[*FRAME_COLUMNS, "created_utc"])
