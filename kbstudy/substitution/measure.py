@@ -29,14 +29,15 @@ import torch._inductor.config
 
 from kbstudy.harness.timing_stats import speedup_interval, summarize
 from kbstudy.profiling import workloads
-from kbstudy.profiling.production import apply_setup
+from kbstudy.profiling.production import SETUPS, apply_setup
 from kbstudy.records import provenance
 from kbstudy.substitution.adapters import module_adapters
 from kbstudy.substitution.check import end_to_end_check
 from kbstudy.substitution.kernels import KernelChoice
 from kbstudy.substitution.places import LoadedKernel, Substitution
 
-CONFIGS = ("eager", "production")
+#: the setups a substitution is measured in: the profiles' (eager PyTorch, the production setup)
+CONFIGS = SETUPS
 RECORD_TYPE = "substitution"
 SCHEMA = "substitution/1"
 #: seconds to wait for a worker's answer (build, kernel loads, compilation, one block of steps)
@@ -46,9 +47,7 @@ WORKER_TIMEOUT_S = 420
 def apply_config(workload, config: str) -> None:
     """The profiles' setups (:func:`kbstudy.profiling.production.apply_setup`): ``production`` compiles the model in
     place with ``nn.Module.compile`` (DLRM: its dense part), which leaves instance ``forward`` attributes (module
-    places) free; ``eager`` leaves it as built."""
-    if config not in CONFIGS:
-        raise ValueError(f"unknown config {config!r}; expected one of {CONFIGS}")
+    places) free; ``eager`` leaves it as built. An unknown config raises ``ValueError``."""
     apply_setup(workload, config, workloads.WORKLOADS[workload.name].compile_targets)
 
 
