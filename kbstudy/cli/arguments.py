@@ -1,10 +1,15 @@
-"""What the command groups share: the one-line error exit and the checks of the run options (precision, size scale)."""
+"""What the command groups share: the one-line error exit, the checks of the run options (precision, size scale) and
+the Ray options of the commands that evaluate batches."""
 
 from __future__ import annotations
 
-from typing import List, NoReturn
+import functools
+from typing import Callable, List, NoReturn, Optional
 
 import typer
+
+from kbstudy.harness.orchestrator import evaluate_batch
+from kbstudy.pipeline.ray_batch import evaluate_batch_ray
 
 #: The precisions a run may use.
 PRECISIONS = ("fp32", "fp16", "bf16")
@@ -23,3 +28,19 @@ def check_run_options(precisions: List[str], size_scale: float) -> None:
         fail(f"unknown precision {bad[0]!r} (fp32, fp16 or bf16)")
     if not 0 < size_scale <= 1:
         fail(f"--size-scale must be in (0, 1], got {size_scale}")
+
+
+#: ``--ray`` and ``--ray-address`` of ``kbstudy eval`` and ``kbstudy calibrate``
+RAY_OPTION = typer.Option(False, "--ray", help="spread the evaluations over every GPU of a Ray cluster, one lane per "
+                                              "GPU (a local cluster, or RAY_ADDRESS; needs the 'ray' extra)")
+RAY_ADDRESS_OPTION = typer.Option(None, "--ray-address", help="the Ray cluster to join (auto, HOST:6379, "
+                                                              "ray://HOST:10001); implies --ray")
+#: the error when ``--ray`` is asked for and Ray is not installed
+RAY_MISSING = "--ray needs Ray: pip install -e '.[ray]'"
+
+
+def batch_evaluator(ray: bool, ray_address: Optional[str]) -> Callable:
+    """``evaluate_batch``, or its Ray version when ``--ray`` or ``--ray-address`` asks for it (same signature)."""
+    if ray or ray_address:
+        return functools.partial(evaluate_batch_ray, address=ray_address, echo=typer.echo)
+    return evaluate_batch

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import List, Optional
 
@@ -11,12 +10,10 @@ import typer
 
 from kbstudy.analysis.audit import folder_findings
 from kbstudy.analysis.calibration import print_calibration
-from kbstudy.cli.arguments import check_run_options, fail
+from kbstudy.cli.arguments import RAY_ADDRESS_OPTION, RAY_MISSING, RAY_OPTION, batch_evaluator, check_run_options, fail
 from kbstudy.harness.candidates import CALIBRATION_NULLS, NULL_CANDIDATES
-from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.problems import ProblemLoadError, load_problems
 from kbstudy.pipeline.calibrate import SHARED_LANE_NUMEL, SOLO_LANE, assign_lanes, run_calibration, select_by_footprint
-from kbstudy.pipeline.ray_batch import evaluate_batch_ray
 from kbstudy.records.store import RecordStore
 from kbstudy.suites.dlrm_bench import DLRM_LEVEL, load_dlrm_problems
 
@@ -60,10 +57,8 @@ def calibrate_command(
                                        help="leave out problems whose every null already has an evaluated record in "
                                             "OUT (any checks version, this hardware and size): completes a "
                                             "calibration begun under older checks instead of redoing it"),
-    ray: bool = typer.Option(False, "--ray", help="spread each precision's batch over every GPU of a Ray cluster "
-                                                  "(a local cluster, or RAY_ADDRESS; needs the 'ray' extra)"),
-    ray_address: Optional[str] = typer.Option(None, help="the Ray cluster to join (auto, HOST:6379, ray://HOST:10001); "
-                                                         "implies --ray"),
+    ray: bool = RAY_OPTION,
+    ray_address: Optional[str] = RAY_ADDRESS_OPTION,
 ) -> None:
     """Null-candidate calibration: null:reference and every calibration null on every problem,
     per precision, through the same evaluation path as `eval`; no candidate or baseline timing. Prints which nulls
@@ -116,12 +111,11 @@ def calibrate_command(
                                  trials=trials, run_timeout_s=run_timeout, cache_dir=str(cache_dir),
                                  progress=progress, echo=typer.echo, selection=selection,
                                  retry_outcomes=tuple(retry_outcome or ()), skip_complete=skip_complete,
-                                 evaluate=functools.partial(evaluate_batch_ray, address=ray_address, echo=typer.echo)
-                                 if ray or ray_address else evaluate_batch)
+                                 evaluate=batch_evaluator(ray, ray_address))
     except ModuleNotFoundError as exc:
         if exc.name != "ray":
             raise
-        fail("--ray needs Ray: pip install -e '.[ray]'")
+        fail(RAY_MISSING)
     except (RuntimeError, ValueError) as exc:  # ValueError: an unknown outcome to retry
         fail(str(exc))
     typer.echo(f"{totals.violations} null candidates pass kbstudy's check on a problem not flagged degenerate, "

@@ -7,13 +7,11 @@ from typing import List, Optional
 
 import typer
 
-from kbstudy.cli.arguments import check_run_options, fail
+from kbstudy.cli.arguments import RAY_ADDRESS_OPTION, RAY_MISSING, RAY_OPTION, batch_evaluator, check_run_options, fail
 from kbstudy.cli.records import print_summary
 from kbstudy.harness.candidates import NULL_CANDIDATES, CandidateLoadError, null_candidates
 from kbstudy.harness.config import EvalConfig
-from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.problems import ProblemLoadError, load_problems
-from kbstudy.pipeline.ray_batch import evaluate_batch_ray
 from kbstudy.pipeline.study import load_candidate_source
 from kbstudy.records.store import RecordStore
 from kbstudy.verdict.trials import STRUCTURAL_VARIANTS
@@ -78,10 +76,8 @@ def eval_command(
     skip_float32_only: bool = typer.Option(False, "--skip-float32-only",
                                            help="at bf16/fp16, record CUDA candidates hard-coded to float32 (static "
                                                 "dtype scan) as skipped, reason float32_only, without running them"),
-    ray: bool = typer.Option(False, "--ray", help="spread the batch over every GPU of a Ray cluster, one lane per GPU "
-                                                  "(a local cluster, or RAY_ADDRESS; needs the 'ray' extra)"),
-    ray_address: Optional[str] = typer.Option(None, help="the Ray cluster to join (auto, HOST:6379, ray://HOST:10001); "
-                                                         "implies --ray"),
+    ray: bool = RAY_OPTION,
+    ray_address: Optional[str] = RAY_ADDRESS_OPTION,
 ) -> None:
     """Evaluate candidates against problems; append one record per candidate to OUT (resumes)."""
     check_run_options([precision], size_scale)
@@ -111,14 +107,11 @@ def eval_command(
                      structural_variants=STRUCTURAL_VARIANTS if structural_variants else ())
     cfg.timing = {**cfg.timing, "budget_ms": timing_budget_ms}
     try:
-        if ray or ray_address:
-            summary = evaluate_batch_ray(probs, cands, store, cfg, ray_address, echo=typer.echo)
-        else:
-            summary = evaluate_batch(probs, cands, store, cfg)
+        summary = batch_evaluator(ray, ray_address)(probs, cands, store, cfg)
     except ModuleNotFoundError as exc:
         if exc.name != "ray":
             raise
-        fail("--ray needs Ray: pip install -e '.[ray]'")
+        fail(RAY_MISSING)
     except KeyboardInterrupt:  # Ctrl-C, or SIGTERM (evaluate_batch turns it into KeyboardInterrupt)
         typer.secho(INTERRUPTED_HINT, fg=typer.colors.YELLOW, err=True)
         raise typer.Exit(code=INTERRUPTED_EXIT_CODE) from None

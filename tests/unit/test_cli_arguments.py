@@ -1,0 +1,34 @@
+"""The options the command groups share: the run options' checks and the choice of batch evaluator."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import typer
+
+from kbstudy.cli.arguments import batch_evaluator, check_run_options
+from kbstudy.harness.orchestrator import evaluate_batch
+from kbstudy.pipeline.ray_batch import evaluate_batch_ray
+
+
+def test_plain_evaluator_without_ray_options():
+    assert batch_evaluator(False, None) is evaluate_batch
+
+
+@pytest.mark.parametrize("ray, address", [(True, None), (False, "auto"), (True, "ray://head:10001")])
+def test_ray_evaluator_joins_the_given_cluster(ray, address):
+    chosen = batch_evaluator(ray, address)
+    assert isinstance(chosen, functools.partial) and chosen.func is evaluate_batch_ray
+    assert chosen.keywords["address"] == address
+
+
+@pytest.mark.parametrize("precisions, scale", [(["fp8"], 1.0), (["fp32"], 0.0), (["fp32"], 1.5)])
+def test_bad_run_options_exit_2(precisions, scale):
+    with pytest.raises(typer.Exit) as exc:
+        check_run_options(precisions, scale)
+    assert exc.value.exit_code == 2
+
+
+def test_good_run_options_pass():
+    check_run_options(["fp32", "bf16"], 0.5)
