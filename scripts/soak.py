@@ -43,6 +43,7 @@ from kbstudy.harness.pool import start_forkserver
 from kbstudy.harness.problems import load_problems
 from kbstudy.pipeline.data import resolve_kernelbench_dir
 from kbstudy.records.store import RecordStore
+from kbstudy.verdict.trials import STRUCTURAL_VARIANTS
 
 REPO = Path(__file__).resolve().parents[1]
 HOSTILE_DIR = REPO / "tests" / "adversarial" / "hostile"
@@ -114,7 +115,9 @@ def orchestrate(work: Path, args) -> int:
     cfg = EvalConfig(run="soak", device="cpu", size_scale=args.size_scale, compile_baseline=False, progress=False,
                      time_candidates=not args.no_timing,
                      trials=args.trials, fresh_trials=args.fresh_trials, variants=tuple(args.variants),
-                     extra_seeds=[1000 + i for i in range(args.fresh_trials + len(args.variants))],
+                     structural_variants=tuple(args.structural_variants),
+                     extra_seeds=[1000 + i for i in range(args.fresh_trials + len(args.variants)
+                                                          + len(args.structural_variants))],
                      timing={"warmup_ms": 1, "budget_ms": 10, "min_reps": 3, "max_reps": 5},
                      run_timeout_s=args.run_timeout, load_timeout_s=60, cache_dir=str(work / "cache"))
     counts = {"start": None, "peak": 0, "end": None}
@@ -327,7 +330,7 @@ def report(args, work: Path, entries: list[dict], wall: float, kills: list, deat
         "console_leaks": console.count(FLOOD_MARKER),
         "wall_s": round(wall, 1), "records_per_minute": round(len(rows) / (wall / 60), 1) if wall else None,
         "settings": {"trials": args.trials, "timing": not args.no_timing, "fresh_trials": args.fresh_trials,
-                     "variants": list(args.variants),
+                     "variants": list(args.variants), "structural_variants": list(args.structural_variants),
                      "run_timeout_s": args.run_timeout, "file_size_limit": args.file_size_limit,
                      "seed": args.seed},
     }
@@ -343,6 +346,9 @@ def parse(argv=None):
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--fresh-trials", type=int, default=2)
     parser.add_argument("--variants", default="signed,large")
+    parser.add_argument("--structural-variants", default=",".join(STRUCTURAL_VARIANTS),
+                        help="comma-separated structural variants (kbstudy.verdict.trials.STRUCTURAL_VARIANTS); "
+                             "'' for none")
     parser.add_argument("--run-timeout", type=float, default=10.0)
     parser.add_argument("--no-timing", action="store_true", help="verdicts only (no timing of candidates)")
     parser.add_argument("--file-size-limit", type=int, default=256 << 20)
@@ -361,6 +367,7 @@ def parse(argv=None):
         ids.update(range(int(lo), int(hi or lo) + 1))
     args.problem_ids = ids | {HOSTILE_PROBLEM[1]}
     args.variants = [v for v in args.variants.split(",") if v]
+    args.structural_variants = [v for v in args.structural_variants.split(",") if v]
     return args
 
 

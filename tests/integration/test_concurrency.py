@@ -28,7 +28,8 @@ def batches(problem_by_name, tmp_path_factory):
         store = RecordStore(tmp_path_factory.mktemp(f"concurrency{concurrency}"))
         cands = [c for p in problems for c in null_candidates(p, ["reference"])]
         evaluate_batch(problems, cands, store, cpu_config(concurrency=concurrency, timing=dict(TIMING), trials=2,
-                                                          fresh_trials=1, variants=(), run_timeout_s=120))
+                                                          fresh_trials=1, variants=(), structural_variants=(),
+                                                          run_timeout_s=120))
         out[concurrency] = {"evaluations": {r["problem_id"]: r for r in store.evaluations()},
                             "references": list(store.references().values())}
     return out

@@ -261,6 +261,10 @@ def test_release_names_evaluations_whose_reference_record_is_missing(tmp_path):
 # ------------------------------------------------------------------------------------------------ GPU plan
 
 
+#: the script's evaluations on this machine: small sizes; the phases and records, not the verdicts, are under test
+CPU_EVAL_ARGS = "--device cpu --size-scale 0.0625 --no-structural-variants"
+
+
 def _script(out: Path, **env) -> subprocess.CompletedProcess:
     full = {**os.environ, "OUT": str(out), "KB_DIR": str(KB), "KBSTUDY_GIT_COMMIT": "test", "SKIP_FLAG": "",
             "SUMMARY": "0",
@@ -295,7 +299,7 @@ def test_gpu_script_runs_resumes_and_matches_the_study(tmp_path):
     # call finds nothing left
     out = tmp_path / "call1"
     run = _script(out, RECORDS_DIR=str(tmp_path / "none"), CHUNKS="19-19", RUN_GROUPS="top5", PRECISIONS="bf16",
-                  VERSIONS="v0", EXTRA_EVAL_ARGS="--device cpu --size-scale 0.0625")
+                  VERSIONS="v0", EXTRA_EVAL_ARGS=CPU_EVAL_ARGS)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert (out / "rec" / "phases_done.txt").read_text().split() == ["top5.p019-019.v0.bf16"]
     assert sorted(p.name for p in out.rglob("*") if p.is_file()) == [
@@ -319,13 +323,13 @@ def test_gpu_script_redo_keeps_the_retried_records(tmp_path):
     out-of-memory records on the H200 was once dropped by the merge, which kept the first copy of a key)."""
     common = dict(CHUNKS="19-19", RUN_GROUPS="top5", PRECISIONS="bf16", VERSIONS="v0")
     first = _script(tmp_path / "call1", RECORDS_DIR=str(tmp_path / "none"),
-                    EXTRA_EVAL_ARGS="--device cpu --size-scale 0.0625", **common)
+                    EXTRA_EVAL_ARGS=CPU_EVAL_ARGS, **common)
     assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
     before = RecordStore(tmp_path / "call1" / "rec").evaluations_frame()
     assert len(before) == 5 and set(before["outcome"]) == {"skipped"}
     time.sleep(1.1)  # created_utc has whole seconds
     redo = _script(tmp_path / "call2", RECORDS_DIR=str(tmp_path / "call1" / "rec"), REDO="1",
-                   EXTRA_EVAL_ARGS="--device cpu --size-scale 0.0625 --retry-outcome skipped", **common)
+                   EXTRA_EVAL_ARGS=f"{CPU_EVAL_ARGS} --retry-outcome skipped", **common)
     assert redo.returncode == 0, redo.stdout[-3000:] + redo.stderr[-3000:]
     after = RecordStore(tmp_path / "call2" / "rec").evaluations_frame()
     assert len(after) == 5 and sorted(after["key"]) == sorted(before["key"])
@@ -338,7 +342,7 @@ def test_gpu_script_redo_keeps_the_retried_records(tmp_path):
     time.sleep(1.1)
     both = _script(tmp_path / "call3", RECORDS_DIR=str(tmp_path / "call2" / "rec"), CHUNKS="19-19 20-20",
                    RUN_GROUPS="top5", PRECISIONS="bf16", VERSIONS="v0", RETRY_PHASES=r"p019-019",
-                   RETRY_ARGS="--retry-outcome skipped", EXTRA_EVAL_ARGS="--device cpu --size-scale 0.0625")
+                   RETRY_ARGS="--retry-outcome skipped", EXTRA_EVAL_ARGS=CPU_EVAL_ARGS)
     assert both.returncode == 0, both.stdout[-3000:] + both.stderr[-3000:]
     assert "pending here: 2 (retried first: 1)" in both.stdout
     assert both.stdout.index("top5.p019-019.v0.bf16 rc=0") < both.stdout.index("top5.p020-020.v0.bf16 rc=0")
@@ -383,7 +387,7 @@ def test_gpu_script_spends_its_last_seconds_on_bf16_phases(tmp_path):
     out = tmp_path / "call"
     run = _script(out, RECORDS_DIR=str(tmp_path / "none"), CHUNKS="19-19", RUN_GROUPS="top5",
                   PRECISIONS="fp32 bf16", VERSIONS="v0", SKIP_FLAG="--skip-float32-only", MIN_LEFT="100000",
-                  MIN_LEFT_CHEAP="0", EXTRA_EVAL_ARGS="--device cpu --size-scale 0.0625")
+                  MIN_LEFT_CHEAP="0", EXTRA_EVAL_ARGS=CPU_EVAL_ARGS)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "only the 1 bf16 phases" in run.stdout
     assert (out / "rec" / "phases_done.txt").read_text().split() == ["top5.p019-019.v0.bf16"]
@@ -398,7 +402,7 @@ def test_gpu_script_keeps_every_slot_busy_and_merges_each_phase(tmp_path):
     """Two GPU slots, three phases: each phase's records are merged when it ends, and a free slot takes the next."""
     out = tmp_path / "call"
     run = _script(out, RECORDS_DIR=str(tmp_path / "none"), NGPU="2", CHUNKS="18-18 19-19 20-20", RUN_GROUPS="top5",
-                  PRECISIONS="bf16", VERSIONS="v0", EXTRA_EVAL_ARGS="--device cpu --size-scale 0.0625")
+                  PRECISIONS="bf16", VERSIONS="v0", EXTRA_EVAL_ARGS=CPU_EVAL_ARGS)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     done = (out / "rec" / "phases_done.txt").read_text().split()
     assert sorted(done) == ["top5.p018-018.v0.bf16", "top5.p019-019.v0.bf16", "top5.p020-020.v0.bf16"]

@@ -25,6 +25,7 @@ from kbstudy.harness.orchestrator import evaluate_batch
 from kbstudy.harness.problems import load_problems
 from kbstudy.pipeline.ray_batch import evaluate_batch_ray
 from kbstudy.records.store import RecordStore
+from kbstudy.verdict.trials import STRUCTURAL_VARIANTS
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -101,9 +102,12 @@ def problems(levels_file):
     return load_problems(levels_file, levels=[1], problem_ids=PROBLEM_IDS)
 
 
-def _cfg(tmp: Path, run: str = "ray-test") -> EvalConfig:
+def _cfg(tmp: Path, run: str = "ray-test", structural: bool = False) -> EvalConfig:
+    """The batch settings; the structural variants only where a test is about them (they add seven trials)."""
     return EvalConfig(run=run, device="cpu", size_scale=SIZE_SCALE, compile_baseline=False, progress=False,
-                      trials=TRIALS, fresh_trials=0, extra_seeds=list(EXTRA_SEEDS), cache_dir=str(tmp / "cache"),
+                      trials=TRIALS, fresh_trials=0, structural_variants=STRUCTURAL_VARIANTS if structural else (),
+                      extra_seeds=list(EXTRA_SEEDS),
+                      cache_dir=str(tmp / "cache"),
                       timing={"warmup_ms": 5.0, "budget_ms": 20.0, "min_reps": 10, "max_reps": 100})
 
 
@@ -122,9 +126,11 @@ def _rows(folder: Path, name: str = "evaluations.jsonl") -> list[dict]:
 def test_two_lanes_records_equal_plain_path(cluster, problems, tmp_path):
     cands = [c for p in problems for c in null_candidates(p, ["reference", "zeros"])]
     messages: list[str] = []
-    summary = evaluate_batch_ray(problems, cands, RecordStore(tmp_path / "ray"), _cfg(tmp_path), echo=messages.append)
+    # with the structural variants: the driver draws their seeds too
+    summary = evaluate_batch_ray(problems, cands, RecordStore(tmp_path / "ray"), _cfg(tmp_path, structural=True),
+                                 echo=messages.append)
     assert summary.written == len(cands) and summary.already_done == 0
-    plain = evaluate_batch(problems, cands, RecordStore(tmp_path / "plain"), _cfg(tmp_path))
+    plain = evaluate_batch(problems, cands, RecordStore(tmp_path / "plain"), _cfg(tmp_path, structural=True))
     assert plain.written == len(cands)
     ray_rows, plain_rows = _rows(tmp_path / "ray"), _rows(tmp_path / "plain")
     assert "ray: problems per lane: 1, 1" in messages, messages  # both lanes took a problem
@@ -133,10 +139,12 @@ def test_two_lanes_records_equal_plain_path(cluster, problems, tmp_path):
     for row in ray_rows:
         assert _comparable(row) == _comparable(by_identity[(row["key"], row["model_config"])])
         assert "ray_retries" not in row["metadata"]
+        assert {t["name"] for t in row["metadata"]["extra_trials"]} >= set(STRUCTURAL_VARIANTS)
     assert sorted(r["key"] for r in _rows(tmp_path / "ray", "references.jsonl")) == \
         sorted(r["key"] for r in _rows(tmp_path / "plain", "references.jsonl"))
     # a rerun, with Ray or without, finds everything done
-    again = evaluate_batch_ray(problems, cands, RecordStore(tmp_path / "plain"), _cfg(tmp_path), lanes=1,
+    again = evaluate_batch_ray(problems, cands, RecordStore(tmp_path / "plain"), _cfg(tmp_path, structural=True),
+                               lanes=1,
                                echo=lambda _: None)
     assert (again.written, again.already_done) == (0, len(cands))
 
@@ -169,7 +177,7 @@ def test_resume_after_the_driver_is_killed(cluster, problems, tmp_path, levels_f
     args = [sys.executable, "-m", "kbstudy", "eval", "--problems", str(levels_file), "-c", str(folder),
             "-c", "null:reference", "--level", "1", *sum((["--problem-id", str(i)] for i in PROBLEM_IDS), []),
             "--size-scale", str(SIZE_SCALE), "--device", "cpu", "--no-compile-baseline", "--timing-budget-ms", "20",
-            "--trials", str(TRIALS), "--fresh-trials", "0",
+            "--trials", str(TRIALS), "--fresh-trials", "0", "--no-structural-variants",
             "--extra-seeds", ",".join(map(str, EXTRA_SEEDS)), "--cache-dir", str(tmp_path / "cache"),
             "--out", str(out), "--run", "ray-test", "--no-progress", "--ray-address", cluster]
     driver = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)

@@ -35,7 +35,7 @@ def test_retry_outcome_reevaluates_and_keeps_history(tmp_path, problem_by_name):
     problem = problem_by_name["19_ReLU.py"]
     cand = _flaky_relu(tmp_path / "device-free")
     store = RecordStore(tmp_path / "records")
-    cfg = cpu_config(time_candidates=False, eager_baseline=False)
+    cfg = cpu_config(time_candidates=False, eager_baseline=False, structural_variants=())
 
     first = evaluate_batch([problem], [cand], store, cfg)
     assert first.written == 1
@@ -46,6 +46,7 @@ def test_retry_outcome_reevaluates_and_keeps_history(tmp_path, problem_by_name):
     assert (again.written, again.already_done) == (0, 1)
 
     retried = evaluate_batch([problem], [cand], store, cpu_config(time_candidates=False, eager_baseline=False,
+                                                                   structural_variants=(),
                                                                    retry_outcomes=("out_of_memory",)))
     assert retried.written == 1
     latest = store.evaluations()

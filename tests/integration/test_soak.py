@@ -31,8 +31,9 @@ def soak(tmp_path_factory):
     # one honest problem, verdicts only and two KernelBench trials: the robustness, not the verdicts, is under test
     command = [sys.executable, str(REPO / "scripts" / "soak.py"), "--candidates", "60",
                "--hostile-share", str(len(HOSTILE_KINDS) / 60), "--kills", "1", "--problems", "19",
-               "--size-scale", "0.01", "--trials", "2", "--fresh-trials", "0", "--variants", "", "--no-timing",
-               "--run-timeout", "5", "--file-size-limit", str(32 << 20), "--leak-wait", "8", "--seed", "3",
+               "--size-scale", "0.01", "--trials", "2", "--fresh-trials", "0", "--variants", "",
+               "--structural-variants", "", "--no-timing", "--run-timeout", "5", "--file-size-limit", str(32 << 20),
+               "--leak-wait", "8", "--seed", "3",
                "--kernelbench", str(KERNELBENCH), "--work", str(work / "run"), "--out", str(out)]
     started = time.monotonic()
     run = subprocess.run(command, capture_output=True, text=True, timeout=300,

@@ -177,7 +177,7 @@ def test_tiny_cpu_study_end_to_end(tmp_path):
                             "model_config": "kbstudy-triton-examples"},
                            {"path": "{kernelbench_dir}/leaderboard_kernels.jsonl",
                             "model_configs": ["claude-3.5-sonnet"], "levels": [1]}],
-            "eval": {"compile_baseline": False, "spare_process": False,
+            "eval": {"compile_baseline": False, "spare_process": False, "structural_variants": [],
                      "timing": {"warmup_ms": 1.0, "budget_ms": 20.0, "min_reps": 3, "max_reps": 5}},
         }],
         "notebooks": [{"notebook": str(REPO / "notebooks" / "01_kernelbench_level1.py"), "params": str(params)}],
