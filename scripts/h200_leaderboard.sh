@@ -83,7 +83,8 @@ for group in $RUN_GROUPS; do
   done
 done
 
-# the `kbstudy eval` command of one phase, writing into folder $2
+# the `kbstudy eval` command of one phase, writing into folder $2 (value-level verdicts and timings, as the study file:
+# the structural variants' re-run of these kernels is correctness-only, outputs/records/kernelbench/h100/structural)
 phase_command() {
   local phase=$1 work=$2 group chunk version prec a b configs problems nullref="" bf16=""
   IFS=. read -r group chunk version prec <<<"$phase"
@@ -97,7 +98,8 @@ phase_command() {
   echo python3 -m kbstudy eval --problems "$problems" --level 1 $(seq -f '--problem-id %g' "$a" "$b") \
     -c "$KB/leaderboard_kernels.jsonl" $nullref $(for c in $configs; do echo "--model-config $c"; done) \
     --precision "$prec" --out "$work" --run "h200-level1-leaderboard-$version-$prec" --timing-budget-ms 500 \
-    --run-timeout "$RUN_TIMEOUT" --load-timeout "$LOAD_TIMEOUT" --build-jobs "$BUILD_JOBS" --no-progress $bf16 $retry \
+    --run-timeout "$RUN_TIMEOUT" --load-timeout "$LOAD_TIMEOUT" --build-jobs "$BUILD_JOBS" --no-progress \
+    --no-structural-variants $bf16 $retry \
     $EXTRA_EVAL_ARGS
 }
 

@@ -61,6 +61,16 @@ from kbstudy.records.store import RecordStore
 from kbstudy.verdict.trials import ExtraTrial, plan_extra_trials
 
 
+def candidate_identity(problem: Problem, candidate: Candidate, cfg: EvalConfig, hardware: str,
+                       settings: str | None = None) -> tuple[str, tuple]:
+    """The measurement key of ``candidate`` on ``problem`` under ``cfg`` on ``hardware``
+    (:func:`kbstudy.records.schema.evaluation_key`) and its record identity (key, model configuration, sample id):
+    a records folder that holds the identity needs no evaluation of it."""
+    key = evaluation_key(problem.sha256, candidate.sha256, cfg.precision, cfg.size_scale, hardware,
+                         cfg.settings_key() if settings is None else settings)
+    return key, (key, candidate.model_config, candidate.sample_id)
+
+
 def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: RecordStore,
                    cfg: EvalConfig) -> BatchSummary:
     """Evaluate every (problem, candidate) pair not already in ``store``; append one record per candidate.
@@ -98,8 +108,7 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
         if problem is None:
             summary.unmatched.append(cand.candidate_id)
             continue
-        key = evaluation_key(problem.sha256, cand.sha256, cfg.precision, cfg.size_scale, hardware, settings)
-        identity = (key, cand.model_config, cand.sample_id)
+        key, identity = candidate_identity(problem, cand, cfg, hardware, settings)
         if identity in done:
             summary.already_done += 1
             continue

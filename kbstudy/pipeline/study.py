@@ -27,8 +27,8 @@ from typing import Any
 
 import kbstudy
 from kbstudy.harness.candidates import NULL_CANDIDATES, CandidateLoadError, load_candidates, null_candidates
-from kbstudy.harness.config import EvalConfig, resolve_device
-from kbstudy.harness.orchestrator import evaluate_batch
+from kbstudy.harness.config import EvalConfig, NoGPUError, hardware_label, resolve_device
+from kbstudy.harness.orchestrator import candidate_identity, evaluate_batch
 from kbstudy.harness.problems import ProblemLoadError, load_problems
 from kbstudy.pipeline.environ import scoped_environ
 from kbstudy.pipeline.paths import relative_to_root
@@ -108,12 +108,35 @@ def study_device(device: str) -> str:
                          "on a GPU") from exc
 
 
+def run_config(study: Study, spec: RunSpec, device: str, progress: bool = True) -> EvalConfig:
+    """The :class:`~kbstudy.harness.config.EvalConfig` of one run: its device, precision and size scale, and its
+    ``eval`` block's fields. Raises :class:`StudyError` for a field ``EvalConfig`` does not have."""
+    unknown = set(spec.eval) - {f.name for f in dataclasses.fields(EvalConfig)}
+    if unknown:
+        raise StudyError(f"{study.path}: run {spec.run!r}: unknown EvalConfig fields {sorted(unknown)}")
+    return EvalConfig(run=spec.run, precision=spec.precision, device=device, size_scale=spec.size_scale,
+                      **{"progress": progress, **spec.eval})
+
+
+def missing_candidates(problems: list, candidates: list, store: RecordStore, cfg: EvalConfig, hardware: str) -> list:
+    """The candidates a batch under ``cfg`` on ``hardware`` would evaluate: those whose record identity
+    (:func:`kbstudy.harness.orchestrator.candidate_identity`) is not in ``store``, or is there with an outcome
+    ``cfg.retry_outcomes`` asks to evaluate again. Candidates of problems not given are not counted."""
+    latest = store.evaluations_by_identity()
+    done = {identity for identity, row in latest.items() if row.get("outcome") not in cfg.retry_outcomes}
+    index = {(p.level, p.problem_id): p for p in problems}
+    settings = cfg.settings_key()
+    return [c for c in candidates if (c.level, c.problem_id) in index
+            and candidate_identity(index[(c.level, c.problem_id)], c, cfg, hardware, settings)[1] not in done]
+
+
 def run_evaluations(study: Study, *, progress: bool = True, dry_run: bool = False) -> dict[str, dict]:
     """Run each of the study's evaluation runs through :func:`kbstudy.harness.orchestrator.evaluate_batch` (missing
     keys only).
 
     Returns ``{run: {"problems": int, "candidates": int, "written": int, "already_done": int, "outcomes": {...},
-    "seconds": float}}``; with ``dry_run`` only the counts of problems and candidates.
+    "seconds": float}}``; with ``dry_run`` the counts of problems and candidates and, where this machine has the
+    run's device, ``missing``: how many candidates the run would evaluate (:func:`missing_candidates`).
     """
     summaries: dict[str, dict] = {}
     for spec in study.runs:
@@ -121,15 +144,15 @@ def run_evaluations(study: Study, *, progress: bool = True, dry_run: bool = Fals
         problems, candidates = load_run_inputs(spec)
         info: dict[str, Any] = {"problems": len(problems), "candidates": len(candidates), "device": device,
                                 "records": relative_to_root(spec.records, study.root)}
+        cfg = run_config(study, spec, device, progress)
         if dry_run:
+            try:
+                info["missing"] = len(missing_candidates(problems, candidates, RecordStore(spec.records), cfg,
+                                                         hardware_label(resolve_device(device))))
+            except NoGPUError:
+                info["missing"] = None  # the run's hardware is not this machine's: its keys cannot be made here
             summaries[spec.run] = info
             continue
-        fields = {f.name for f in dataclasses.fields(EvalConfig)}
-        unknown = set(spec.eval) - fields
-        if unknown:
-            raise StudyError(f"{study.path}: run {spec.run!r}: unknown EvalConfig fields {sorted(unknown)}")
-        cfg = EvalConfig(run=spec.run, precision=spec.precision, device=device, size_scale=spec.size_scale,
-                         **{"progress": progress, **spec.eval})
         store = RecordStore(spec.records)
         interpret = "1" if device == "cpu" else os.environ.get("TRITON_INTERPRET")
         with scoped_environ(TRITON_INTERPRET=interpret):

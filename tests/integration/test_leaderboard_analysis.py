@@ -261,8 +261,8 @@ def test_release_names_evaluations_whose_reference_record_is_missing(tmp_path):
 # ------------------------------------------------------------------------------------------------ GPU plan
 
 
-#: the script's evaluations on this machine: small sizes; the phases and records, not the verdicts, are under test
-CPU_EVAL_ARGS = "--device cpu --size-scale 0.0625 --no-structural-variants"
+#: the script's evaluations on this machine: small sizes
+CPU_EVAL_ARGS = "--device cpu --size-scale 0.0625"
 
 
 def _script(out: Path, **env) -> subprocess.CompletedProcess:
@@ -295,6 +295,9 @@ def test_gpu_script_runs_resumes_and_matches_the_study(tmp_path):
                if c.startswith("["))
     assert {r.run: bool(r.eval.get("skip_float32_only")) for r in study.runs} == {
         r.run: r.precision == "bf16" for r in study.runs}
+    # no structural variants in either (the same settings key as the committed records)
+    assert all("--no-structural-variants" in c for c in commands)
+    assert all(r.eval.get("structural_variants") == [] for r in study.runs)
     # one real phase on this CPU: the CUDA kernels are recorded as skipped, the phase is marked done, and a second
     # call finds nothing left
     out = tmp_path / "call1"
