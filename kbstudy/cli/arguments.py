@@ -4,11 +4,13 @@ the Ray options of the commands that evaluate batches."""
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from typing import Callable, List, NoReturn, Optional
 
 import typer
 
 from kbstudy.harness.orchestrator import evaluate_batch
+from kbstudy.pipeline.data import resolve_kernelbench_dir
 from kbstudy.pipeline.ray_batch import evaluate_batch_ray
 
 #: The precisions a run may use.
@@ -19,6 +21,22 @@ def fail(message: str, code: int = 2) -> NoReturn:
     """Print ``error: <message>`` in red on stderr and exit with ``code`` (2: invalid input)."""
     typer.secho(f"error: {message}", fg=typer.colors.RED, err=True)
     raise typer.Exit(code=code)
+
+
+#: the current KernelBench problems' file in the data folder (``kbstudy data where``)
+CURRENT_PROBLEMS = "kernelbench_levels_1-3.jsonl"
+
+
+def problems_or_default(problems: Optional[Path]) -> Path:
+    """``--problems``, else the data folder's current problems (:func:`kbstudy.pipeline.data.resolve_kernelbench_dir`:
+    ``$KBSTUDY_KERNELBENCH_DIR``, ``data/kernelbench``, ``../shared/kernelbench``); exit 2 saying how to get the data
+    when there is none."""
+    if problems is not None:
+        return problems
+    try:
+        return resolve_kernelbench_dir() / CURRENT_PROBLEMS
+    except FileNotFoundError as exc:
+        fail(f"{exc}; or pass --problems")
 
 
 def check_run_options(precisions: List[str], size_scale: float) -> None:

@@ -7,7 +7,15 @@ from typing import List, Optional
 
 import typer
 
-from kbstudy.cli.arguments import RAY_ADDRESS_OPTION, RAY_MISSING, RAY_OPTION, batch_evaluator, check_run_options, fail
+from kbstudy.cli.arguments import (
+    RAY_ADDRESS_OPTION,
+    RAY_MISSING,
+    RAY_OPTION,
+    batch_evaluator,
+    check_run_options,
+    fail,
+    problems_or_default,
+)
 from kbstudy.cli.records import print_summary
 from kbstudy.harness.candidates import NULL_CANDIDATES, CandidateLoadError, null_candidates
 from kbstudy.harness.config import EvalConfig
@@ -39,7 +47,9 @@ def load_candidate_specs(specs: List[str], problems, levels=None, model_configs=
 
 
 def eval_command(
-    problems: Path = typer.Option(..., help="KernelBench checkout, folder of problems, or JSONL/Parquet export"),
+    problems: Optional[Path] = typer.Option(None, help="KernelBench checkout, folder of problems, or JSONL/Parquet "
+                                                       "export (default: kernelbench_levels_1-3.jsonl in the data "
+                                                       "folder `kbstudy data where` names)"),
     candidates: List[str] = typer.Option(..., "--candidates", "-c",
                                          help="candidate folder or JSONL; or null:reference|zeros|mean|all"),
     out: Path = typer.Option(..., help="records folder (evaluations.jsonl, references.jsonl); resumed if present"),
@@ -86,7 +96,7 @@ def eval_command(
     except ValueError:
         fail(f"--extra-seeds must be comma-separated integers, got {extra_seeds!r}")
     try:
-        probs = load_problems(problems, levels=level, problem_ids=problem_id, version=problem_version)
+        probs = load_problems(problems_or_default(problems), levels=level, problem_ids=problem_id, version=problem_version)
         cands = load_candidate_specs(candidates, probs, levels=level, model_configs=model_config)
     except (FileNotFoundError, ProblemLoadError, CandidateLoadError, KeyError) as exc:
         fail(str(exc))
