@@ -197,12 +197,12 @@ def test_summary_labels_cpu_speedups(cli_run):
 def test_eval_interrupted_prints_the_resume_hint(levels_file, tmp_path, monkeypatch):
     """An interrupted batch (Ctrl-C, or SIGTERM, which evaluate_batch turns into KeyboardInterrupt) ends with one line
     saying to rerun the same command, and exit status 130."""
-    from kbstudy.cli import evaluate
+    from kbstudy.cli import arguments
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt("signal 15")
 
-    monkeypatch.setattr(evaluate, "evaluate_batch", interrupted)
+    monkeypatch.setattr(arguments, "evaluate_batch", interrupted)  # the evaluator `kbstudy eval` calls
     result = runner.invoke(app, ["eval", "--problems", str(levels_file), "-c", "null:reference", "--level", "1",
                                  "--problem-id", "19", "--device", "cpu", "--out", str(tmp_path / "o"),
                                  "--no-progress"])
