@@ -54,7 +54,8 @@ def load_substitution_records(folders: Sequence[str | os.PathLike]) -> pd.DataFr
             saving = 0.0
         rows.append({"workload": rec.get("workload"), "config": rec.get("config"), "mode": rec.get("mode"),
                      "kernel_source": rec.get("kernel_source"), "outcome": rec.get("outcome"),
-                     "baseline_ms": rec.get("baseline_ms_median"), "baseline_ms_ci_low": rec.get("baseline_ms_ci_low"),
+                     "baseline_ms": rec.get("baseline_ms_median"),
+                     "baseline_ms_ci_low": rec.get("baseline_ms_ci_low"),
                      "baseline_ms_ci_high": rec.get("baseline_ms_ci_high"),
                      "substituted_ms": rec.get("substituted_ms_median"),
                      "substituted_ms_ci_low": rec.get("substituted_ms_ci_low"),

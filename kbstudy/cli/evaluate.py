@@ -96,7 +96,8 @@ def eval_command(
     except ValueError:
         fail(f"--extra-seeds must be comma-separated integers, got {extra_seeds!r}")
     try:
-        probs = load_problems(problems_or_default(problems), levels=level, problem_ids=problem_id, version=problem_version)
+        probs = load_problems(problems_or_default(problems), levels=level, problem_ids=problem_id,
+                              version=problem_version)
         cands = load_candidate_specs(candidates, probs, levels=level, model_configs=model_config)
     except (FileNotFoundError, ProblemLoadError, CandidateLoadError, KeyError) as exc:
         fail(str(exc))
