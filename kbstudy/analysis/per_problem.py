@@ -101,14 +101,20 @@ def per_problem(folders: Iterable[str | os.PathLike]) -> pd.DataFrame:
     return per_problem_table(load_frames(folders)[0])
 
 
+def speedup_number(value: float) -> str:
+    """A speedup to three decimals, or to two significant digits below 0.01 (the Triton interpreter on a CPU runs
+    thousands of times slower than eager PyTorch: ``0.00043``, not ``0.000``)."""
+    return f"{value:.3f}" if abs(value) >= 0.01 or value == 0 else f"{value:.2g}"
+
+
 def speedup_text(row) -> str:
     """A speedup cell: ``1.234x [1.100, 1.380]`` (the interval where recorded), then ``(CPU, not a GPU result)`` for
     a CPU timing; ``-`` without a speedup."""
     if not pd.notna(row.get("speedup_vs_eager")):
         return "-"
-    text = f"{row['speedup_vs_eager']:.3f}x"
+    text = f"{speedup_number(row['speedup_vs_eager'])}x"
     if pd.notna(row.get("speedup_ci_low")) and pd.notna(row.get("speedup_ci_high")):
-        text += f" [{row['speedup_ci_low']:.3f}, {row['speedup_ci_high']:.3f}]"
+        text += f" [{speedup_number(row['speedup_ci_low'])}, {speedup_number(row['speedup_ci_high'])}]"
     if pd.notna(row.get("timing_note")):
         text += f" ({row['timing_note']})"
     return text

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from kbstudy.analysis.per_problem import CPU_TIMING_NOTE, per_problem, speedup_text
+from kbstudy.analysis.per_problem import CPU_TIMING_NOTE, per_problem, speedup_number, speedup_text
 from kbstudy.cli.arguments import fail
 from kbstudy.records.frames import withdraw_event_only_speedups
 from kbstudy.records.schema import error_headline
@@ -48,7 +48,7 @@ def print_summary(frame, title: str) -> None:
         table.add_row(str(config), str(len(group)), str(len(evaluated)),
                       str(int((evaluated.kernelbench_correct == True).sum())),  # noqa: E712
                       str(len(good)), ", ".join(f"{k} {v}" for k, v in sorted(others.items())) or "-",
-                      (f"{speed.median():.3f}x" + (f" ({CPU_TIMING_NOTE})" if on_cpu else "")) if len(speed) else "-")
+                      (f"{speedup_number(speed.median())}x" + (f" ({CPU_TIMING_NOTE})" if on_cpu else "")) if len(speed) else "-")
     _console().print(table)
 
 

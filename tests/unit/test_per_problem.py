@@ -8,7 +8,14 @@ import dataclasses
 import pandas as pd
 from support.fixture_records import all_records, record, write_store
 
-from kbstudy.analysis.per_problem import COLUMNS, CPU_TIMING_NOTE, failing_check, per_problem, speedup_text
+from kbstudy.analysis.per_problem import (
+    COLUMNS,
+    CPU_TIMING_NOTE,
+    failing_check,
+    per_problem,
+    speedup_number,
+    speedup_text,
+)
 
 
 def test_one_row_per_record_sorted_by_problem(tmp_path):
@@ -46,6 +53,11 @@ def test_verdicts_failing_check_and_speedup(tmp_path):
     assert speedup_text(table.loc[1]) == f"2.000x ({CPU_TIMING_NOTE})"
     assert speedup_text(table.loc[5]) == "1.250x [1.200, 1.300]"
     assert speedup_text(table.loc[4]) == "-"
+
+
+def test_tiny_speedups_keep_their_digits():
+    assert speedup_number(0.000429) == "0.00043" and speedup_number(0.0123) == "0.012"
+    assert speedup_number(1.0) == "1.000" and speedup_number(0.0) == "0.000"
 
 
 def test_failing_check_of_a_record_without_the_check_name():
