@@ -71,6 +71,12 @@ def candidate_identity(problem: Problem, candidate: Candidate, cfg: EvalConfig, 
     return key, (key, candidate.model_config, candidate.sample_id)
 
 
+def done_identities(latest: dict[tuple, dict], cfg: EvalConfig) -> set[tuple]:
+    """The identities of ``latest`` (:meth:`RecordStore.evaluations_by_identity`) that count as done: every one but
+    those whose outcome ``cfg.retry_outcomes`` asks to evaluate again."""
+    return {identity for identity, row in latest.items() if row.get("outcome") not in cfg.retry_outcomes}
+
+
 def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: RecordStore,
                    cfg: EvalConfig) -> BatchSummary:
     """Evaluate every (problem, candidate) pair not already in ``store``; append one record per candidate.
@@ -97,7 +103,7 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
     if unknown:
         raise ValueError(f"unknown outcome(s) to retry: {sorted(unknown)}; known: {', '.join(OUTCOMES)}")
     latest = store.evaluations_by_identity()
-    done = {identity for identity, row in latest.items() if row.get("outcome") not in cfg.retry_outcomes}
+    done = done_identities(latest, cfg)
     measured = {row["key"] for row in latest.values() if row.get("outcome") not in cfg.retry_outcomes}
     references = {key: row for key, row in store.references().items()
                   if row.get("outcome") not in cfg.retry_outcomes}  # a failed reference is measured again too

@@ -30,12 +30,13 @@ from tqdm.auto import tqdm
 from kbstudy.harness.assemble import BatchSummary, common_fields, write_record
 from kbstudy.harness.candidates import Candidate
 from kbstudy.harness.config import EvalConfig
+from kbstudy.harness.orchestrator import candidate_identity, done_identities
 from kbstudy.harness.problems import Problem
 from kbstudy.harness.ray_lane import Lane, build_candidate
 from kbstudy.pipeline.calibrate import cached_footprints
 from kbstudy.records import provenance
 from kbstudy.records.outcomes import OUTCOMES, Outcome
-from kbstudy.records.schema import EvaluationRecord, evaluation_key
+from kbstudy.records.schema import EvaluationRecord
 from kbstudy.records.store import RecordStore, append_jsonl, iter_jsonl
 from kbstudy.verdict.trials import plan_extra_trials
 
@@ -125,8 +126,7 @@ def evaluate_batch_ray(problems: list[Problem], candidates: list[Candidate], sto
         echo(f"ray: {count} lanes on {hardware_name} ({device}), hosts "
              f"{', '.join(sorted({row['hostname'] for row in info}))}")
         settings = lane_cfg.settings_key()
-        latest = store.evaluations_by_identity()
-        done = {identity for identity, row in latest.items() if row.get("outcome") not in cfg.retry_outcomes}
+        done = done_identities(store.evaluations_by_identity(), cfg)
         index = {(p.level, p.problem_id): p for p in problems}
         by_problem: dict[tuple[int, int], list[Candidate]] = collections.defaultdict(list)
         for cand in candidates:
@@ -138,8 +138,7 @@ def evaluate_batch_ray(problems: list[Problem], candidates: list[Candidate], sto
         todo: list[Problem] = []
         for key, cands in sorted(by_problem.items()):
             problem = index[key]
-            identities = {(evaluation_key(problem.sha256, c.sha256, cfg.precision, cfg.size_scale, hardware_name,
-                                          settings), c.model_config, c.sample_id) for c in cands}
+            identities = {candidate_identity(problem, c, cfg, hardware_name, settings)[1] for c in cands}
             if identities <= done:
                 summary.already_done += len(cands)
             else:
@@ -227,8 +226,7 @@ def _record_lane_deaths(store: RecordStore, summary: BatchSummary, problem: Prob
     """Record each not yet recorded candidate of ``problem`` as ``crashed``: its lane died on every attempt."""
     common = common_fields(problem, cfg, device, hardware, prov)
     for cand in cands:
-        key = evaluation_key(problem.sha256, cand.sha256, cfg.precision, cfg.size_scale, hardware, settings)
-        identity = (key, cand.model_config, cand.sample_id)
+        identity = candidate_identity(problem, cand, cfg, hardware, settings)[1]
         if identity in done:
             continue
         done.add(identity)

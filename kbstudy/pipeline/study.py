@@ -28,7 +28,7 @@ from typing import Any
 import kbstudy
 from kbstudy.harness.candidates import NULL_CANDIDATES, CandidateLoadError, load_candidates, null_candidates
 from kbstudy.harness.config import EvalConfig, NoGPUError, hardware_label, resolve_device
-from kbstudy.harness.orchestrator import candidate_identity, evaluate_batch
+from kbstudy.harness.orchestrator import candidate_identity, done_identities, evaluate_batch
 from kbstudy.harness.problems import ProblemLoadError, load_problems
 from kbstudy.pipeline.environ import scoped_environ
 from kbstudy.pipeline.paths import relative_to_root
@@ -122,8 +122,7 @@ def missing_candidates(problems: list, candidates: list, store: RecordStore, cfg
     """The candidates a batch under ``cfg`` on ``hardware`` would evaluate: those whose record identity
     (:func:`kbstudy.harness.orchestrator.candidate_identity`) is not in ``store``, or is there with an outcome
     ``cfg.retry_outcomes`` asks to evaluate again. Candidates of problems not given are not counted."""
-    latest = store.evaluations_by_identity()
-    done = {identity for identity, row in latest.items() if row.get("outcome") not in cfg.retry_outcomes}
+    done = done_identities(store.evaluations_by_identity(), cfg)
     index = {(p.level, p.problem_id): p for p in problems}
     settings = cfg.settings_key()
     return [c for c in candidates if (c.level, c.problem_id) in index
