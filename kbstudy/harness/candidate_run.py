@@ -73,8 +73,10 @@ def run_candidate(pool: ChildPool, ref: ReferenceHandle, candidate: Candidate, c
     fields["metadata"]["stage_seconds"] = clock.totals
     timed: list[list[float]] = []
     # on a CPU the device is the processor: a process starting (importing torch) would slow another problem's timing
-    with gpu.shared() if not device.startswith("cuda") else contextlib.nullcontext(), clock("start"):
+    with gpu.process_change(device), clock("start"):
+        starting = time.time()
         child = pool.get()
+    fields["metadata"]["process_start_unix"] = [round(starting, 4), round(time.time(), 4)]
     stage = "load"
     failed_build = build is not None and not build.get("built", True)
     try:
@@ -201,9 +203,13 @@ def run_candidate(pool: ChildPool, ref: ReferenceHandle, candidate: Candidate, c
         if timed:
             fields["metadata"]["timed_unix"] = [[round(x, 4) for x in w] for w in timed]
         if fields.get("outcome") in (Outcome.TIMEOUT, Outcome.CRASHED):
-            child.kill()  # known hung or dead: no grace period
+            ending = time.time()
+            child.kill()  # known hung or dead: no grace period, and no wait for the lock while it may spin
         else:
-            child.close(grace_s=5)
+            with gpu.process_change(device):  # its teardown, like its start, is work on a CPU device
+                ending = time.time()
+                child.close(grace_s=5)
+        fields["metadata"]["process_end_unix"] = [round(ending, 4), round(time.time(), 4)]
         report = dataclasses.asdict(child.exit_report) if child.exit_report is not None else None
         fields["metadata"].update(containment.candidate_notes(child.escaped_processes, report))
 

@@ -8,8 +8,12 @@ takes it *exclusive*: it starts once every shared request in flight has been ans
 until it is answered, so every child process but the one being timed is idle, as in a serial batch. A waiting
 exclusive request stops new shared ones (timing is never starved). The children only work between a request and
 its reply, so the orchestrator's lock is the device's. On a CPU the device is the processor, so a process's start
-(importing torch) takes the lock shared too; on a GPU a spare process starting ahead (``ChildPool``) can overlap a
-timed region on the host's CPUs, never with work on the GPU beyond creating its CUDA context.
+(importing torch) and its orderly end (the interpreter's teardown) take the lock shared too
+(:meth:`DeviceLock.process_change`): a process ending beside another problem's timing took one of a two-core machine's
+cores and doubled that timing. On a GPU a spare process starting ahead (``ChildPool``) or a process ending can
+overlap a timed region on the host's CPUs, never with work on the GPU beyond creating or freeing its CUDA context. A
+process known to be hung or dead is killed at once, without waiting for the lock: waiting would let it spin through
+the next timed region.
 
 Every exclusive hold is kept as a ``(start, end)`` pair of ``time.time()`` (:attr:`DeviceLock.exclusive_windows`),
 and each thread's waits are summed, so records can say how long they waited (``stage_seconds.gpu_wait``) and tests
@@ -60,6 +64,11 @@ class DeviceLock:
                 self._readers -= 1
                 if not self._readers:
                     self._cond.notify_all()
+
+    def process_change(self, device: str):
+        """A worker process starting or ending on ``device``: untimed work on a CPU (:meth:`shared`), none on a
+        GPU's lock."""
+        return contextlib.nullcontext() if device.startswith("cuda") else self.shared()
 
     @contextlib.contextmanager
     def exclusive(self):

@@ -29,9 +29,8 @@ class ReferenceHandle:
     def __init__(self, pool: ChildPool, problem: Problem, cfg: EvalConfig, device: str,
                  extra: list[ExtraTrial] | None = None, gpu: DeviceLock | None = None):
         started = time.perf_counter()
-        # on a CPU the device is the processor: a process starting (importing torch) would slow another problem's
-        # timing, so the start is untimed work on the device
-        with gpu.shared() if gpu is not None and not device.startswith("cuda") else contextlib.nullcontext():
+        self.gpu, self.device = gpu, device
+        with self._process_change():
             self.child = pool.get()
         self.problem_source = problem.source  # unscaled: scale_candidate_source matches candidates against it
         source = scale_source(problem.source, cfg.size_scale)
@@ -69,13 +68,19 @@ class ReferenceHandle:
         self.child.send(message.to_wire())
         return self.child.recv(timeout)
 
+    def _process_change(self):
+        """The reference process starting or ending: untimed work on a CPU device
+        (:meth:`~kbstudy.harness.gpu_lock.DeviceLock.process_change`)."""
+        return self.gpu.process_change(self.device) if self.gpu is not None else contextlib.nullcontext()
+
     def close(self) -> None:
-        try:
-            if self.child.process.is_alive():
-                self.child.send(Close().to_wire())
-        except ChildDied:
-            pass
-        self.child.close()
+        with self._process_change():
+            try:
+                if self.child.process.is_alive():
+                    self.child.send(Close().to_wire())
+            except ChildDied:
+                pass
+            self.child.close()
 
 
 def reference_inputs(ref: ReferenceHandle, trial, cfg: EvalConfig) -> bytes:

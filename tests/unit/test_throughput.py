@@ -82,6 +82,35 @@ def test_a_waiting_exclusive_request_stops_new_shared_ones():
     assert order == ["reader 1 out", "writer", "reader 2"]
 
 
+def test_a_process_change_waits_for_a_timed_region_on_a_cpu_only():
+    # a worker process starting or ending is work on a CPU device (the processor), none on a GPU's lock
+    lock, entered = DeviceLock(), {}
+    in_timed, release = threading.Event(), threading.Event()
+
+    def timed():
+        with lock.exclusive():
+            in_timed.set()
+            release.wait(5)
+
+    def change(device):
+        with lock.process_change(device):
+            entered[device] = time.time()
+
+    holder = threading.Thread(target=timed)
+    holder.start()
+    in_timed.wait(5)
+    changes = [threading.Thread(target=change, args=(d,)) for d in ("cuda:0", "cpu")]
+    for t in changes:
+        t.start()
+    time.sleep(0.05)
+    assert list(entered) == ["cuda:0"]  # the CPU's process change waits for the timed region
+    released = time.time()
+    release.set()
+    for t in (holder, *changes):
+        t.join(5)
+    assert entered["cpu"] >= released
+
+
 def test_exclusive_windows_never_overlap_under_contention():
     lock = DeviceLock()
 
