@@ -34,12 +34,11 @@ render golden:
 # committed rendered notebooks
 test: pytest nbval
 
-# pytest-xdist: whole files to each worker (module fixtures are built once), the longest first in the order
-# tests/conftest.py gives (xdist would otherwise order files by their number of tests);
-# PYTEST_WORKERS=0 runs in this process alone
+# pytest-xdist: two workers (the serial suite kept one core of two busy), each taking whole files so a module's
+# fixtures are built once; PYTEST_WORKERS=0 runs the tests in this process alone
 PYTEST_WORKERS ?= 2
 pytest:
-	$(PYTHON) -m pytest -q tests -m "not heavy and not timing" -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(PYTHON) -m pytest -q tests -m "not heavy and not timing" -n $(PYTEST_WORKERS) --dist loadfile
 
 # one tier each (tests/<tier>/); test-gpu is for the GPU machine
 test-unit test-integration test-notebooks test-adversarial test-gpu: test-%:
