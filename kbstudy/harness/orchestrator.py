@@ -102,9 +102,8 @@ def evaluate_batch(problems: list[Problem], candidates: list[Candidate], store: 
     unknown = set(cfg.retry_outcomes) - set(OUTCOMES)
     if unknown:
         raise ValueError(f"unknown outcome(s) to retry: {sorted(unknown)}; known: {', '.join(OUTCOMES)}")
-    latest = store.evaluations_by_identity()
-    done = done_identities(latest, cfg)
-    measured = {row["key"] for row in latest.values() if row.get("outcome") not in cfg.retry_outcomes}
+    done = done_identities(store.evaluations_by_identity(), cfg)
+    measured = {key for key, _, _ in done}
     references = {key: row for key, row in store.references().items()
                   if row.get("outcome") not in cfg.retry_outcomes}  # a failed reference is measured again too
     # identical code under another model configuration or sample id: measured once, recorded once per candidate

@@ -4,7 +4,6 @@ record (:func:`time_reference`). No problem or candidate code runs here."""
 
 from __future__ import annotations
 
-import contextlib
 import time
 from typing import Any
 
@@ -29,8 +28,8 @@ class ReferenceHandle:
     def __init__(self, pool: ChildPool, problem: Problem, cfg: EvalConfig, device: str,
                  extra: list[ExtraTrial] | None = None, gpu: DeviceLock | None = None):
         started = time.perf_counter()
-        self.gpu, self.device = gpu, device
-        with self._process_change():
+        self.gpu, self.device = gpu or DeviceLock(), device  # a lock of its own: nothing to wait for
+        with self.gpu.process_change(device):
             self.child = pool.get()
         self.problem_source = problem.source  # unscaled: scale_candidate_source matches candidates against it
         source = scale_source(problem.source, cfg.size_scale)
@@ -40,7 +39,7 @@ class ReferenceHandle:
                            extra_trials=[e.as_dict() for e in extra or []], timing_pool_bytes=cfg.timing_pool_bytes,
                            # the trial candidate_run runs on the previous trial's input storage
                            reuse_trial=1 if cfg.storage_reuse_trial and cfg.trials > 1 else None)
-        with gpu.shared() if gpu is not None else contextlib.nullcontext():  # untimed: overlaps other problems
+        with self.gpu.shared():  # untimed: overlaps other problems
             self.child.send(AssignRole("reference", child_env(None, cfg, device), job).to_wire())
             self.info = self.child.recv(cfg.load_timeout_s)
         self.ok = "error" not in self.info
@@ -68,13 +67,8 @@ class ReferenceHandle:
         self.child.send(message.to_wire())
         return self.child.recv(timeout)
 
-    def _process_change(self):
-        """The reference process starting or ending: untimed work on a CPU device
-        (:meth:`~kbstudy.harness.gpu_lock.DeviceLock.process_change`)."""
-        return self.gpu.process_change(self.device) if self.gpu is not None else contextlib.nullcontext()
-
     def close(self) -> None:
-        with self._process_change():
+        with self.gpu.process_change(self.device):  # its teardown, like its start, is work on a CPU device
             try:
                 if self.child.process.is_alive():
                     self.child.send(Close().to_wire())

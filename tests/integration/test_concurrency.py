@@ -40,6 +40,12 @@ def _overlap(a, b) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
+def _timed_windows(batch) -> list[tuple]:
+    """The ``[start, end]`` of every timed region of a batch: its candidates' timings and its references' baselines."""
+    rows = [*batch["evaluations"].values(), *batch["references"]]
+    return [tuple(w) for r in rows for w in r["metadata"].get("timed_unix", [])]
+
+
 def test_same_verdicts_as_the_serial_path(batches):
     serial, concurrent = batches[1]["evaluations"], batches[2]["evaluations"]
     assert sorted(serial) == sorted(concurrent) and len(serial) == len(PROBLEMS)
@@ -51,9 +57,7 @@ def test_same_verdicts_as_the_serial_path(batches):
 
 
 def test_timed_regions_never_overlap(batches):
-    batch = batches[2]
-    windows = [tuple(w) for r in batch["evaluations"].values() for w in r["metadata"].get("timed_unix", [])]
-    windows += [tuple(w) for r in batch["references"] for w in r["metadata"].get("timed_unix", [])]
+    windows = _timed_windows(batches[2])
     assert len(windows) == 2 * len(PROBLEMS)  # every candidate's timing and every reference's baselines
     for a, b in itertools.combinations(windows, 2):
         assert not _overlap(a, b), (a, b)
@@ -73,10 +77,9 @@ def test_process_starts_and_ends_stay_out_of_timed_regions(batches):
     # on a CPU a worker process's start (importing torch) and teardown are work on the device: they wait for the timed
     # region in progress (a candidate's process ending beside the next problem's timing doubled that timing on a
     # two-core machine)
-    batch = batches[2]
-    windows = [tuple(w) for r in batch["evaluations"].values() for w in r["metadata"]["timed_unix"]]
-    windows += [tuple(w) for r in batch["references"] for w in r["metadata"]["timed_unix"]]
-    for row in batch["evaluations"].values():
+    windows = _timed_windows(batches[2])
+    assert len(windows) == 2 * len(PROBLEMS)
+    for row in batches[2]["evaluations"].values():
         for field in ("process_start_unix", "process_end_unix"):
             change = tuple(row["metadata"][field])
             assert change[0] <= change[1]
