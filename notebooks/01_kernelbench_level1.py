@@ -44,14 +44,14 @@
 # Paths are relative to the repository root (resolved by kbstudy.pipeline.paths.project_path), so the rendered notebook
 # re-runs unchanged from outputs/reports/<name>/ under nbval.
 records_dirs = ["outputs/records/kernelbench/cpu/study"]  # run folders holding evaluations.jsonl
-structural_dirs = []  # record folders of structural-variant runs (e.g. --correctness-only); [] = records_dirs
+structural_dirs = []  # record folders of structural-variant runs (e.g. --correctness-only); empty: records_dirs
 output_dir = "outputs/reports/cpu-default/01_kernelbench_level1"  # tables/ and figures/ go here
 precision = "fp32"  # keep records at this precision
 hardware_label = "CPU, sizes scaled by 1/16"  # how the hardware is named in titles
 correctness = "kbstudy"  # verdict behind fast_p and the speedups: "kbstudy" or "kernelbench"
 level = 1  # KernelBench level
 problem_version = "current"  # problem set of the sections up to pass@k: "current" or "v0"
-kernelbench_dir = "../shared/kernelbench"  # KernelBench data: leaderboard, v0 problems, published baseline timings
+kernelbench_dir = None  # KernelBench data: leaderboard, v0 problems, baseline timings (None: as `kbstudy data where`)
 baseline_set = "H100_Modal"  # KernelBench's published baseline timings to compare ours with
 headline_configs = None  # model configurations of the headline table (None: the leaderboard's five largest)
 
@@ -71,6 +71,7 @@ from kbstudy.analysis import scoring
 from kbstudy.analysis.tables import csv_link, show_table
 from kbstudy.analysis import headline as paper  # the paper's table; `headline` below is this notebook's summary
 from kbstudy.harness.problems import operator_category
+from kbstudy.pipeline.data import resolve_kernelbench_dir
 from kbstudy.pipeline.paths import project_path
 from kbstudy.records.frames import load_frames
 
@@ -250,7 +251,7 @@ show(pass_k, caption="pass@k per model configuration")
 # a record and on which problems (`kbstudy.analysis.published.coverage`).
 
 # %%
-kb_dir = project_path(kernelbench_dir)
+kb_dir = project_path(kernelbench_dir) if kernelbench_dir else resolve_kernelbench_dir(required=False)
 try:
     leaderboard = published.load_published(kb_dir, levels=[level])
     changes = published.load_version_changes(kb_dir, levels=[level])  # v0 -> current, per problem

@@ -42,7 +42,7 @@ records_dirs = ["outputs/records/kernelbench/cpu/calibration", "outputs/records/
                 "outputs/records/kernelbench/h200/level1-fp32-first4"]
 output_dir = "outputs/reports/cpu-default/02_correctness_audit"  # tables/ and figures/ go here
 precisions = ["fp32", "bf16"]  # keep records at these precisions
-structural_dirs = []  # record folders of structural-variant runs (e.g. --correctness-only); [] = records_dirs
+structural_dirs = []  # record folders of structural-variant runs (e.g. --correctness-only); empty: records_dirs
 hardware_label = "CPU at scaled sizes (calibration), H200 at full size (committed GPU records)"
 verifier_doc = "docs/reference/verifier.md"  # the check is rendered from this file's section "The replacement check"
 

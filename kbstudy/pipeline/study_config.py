@@ -229,7 +229,9 @@ def notebook_parameters(spec: NotebookSpec, study: Study | None = None) -> dict:
     if KERNELBENCH_DIR_PARAMETER not in declared:
         return params
     current = params.get(KERNELBENCH_DIR_PARAMETER, declared[KERNELBENCH_DIR_PARAMETER])
+    # a notebook given no folder finds it as `kbstudy data where` does
+    reads = project_path(current, study.root) if current else resolve_kernelbench_dir(root=study.root, required=False)
     wanted = Path(os.path.normpath(project_path(study.kernelbench_dir, study.root)))
-    if current is None or Path(os.path.normpath(project_path(current, study.root))) != wanted:
+    if Path(os.path.normpath(reads)) != wanted:
         params[KERNELBENCH_DIR_PARAMETER] = relative_to_root(wanted, study.root)
     return params

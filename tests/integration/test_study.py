@@ -134,12 +134,12 @@ def test_project_path_finds_the_repository_root(tmp_path, monkeypatch):
 def test_notebooks_declare_their_parameters():
     """Notebook 01 reads the KernelBench data (its ``kernelbench_dir`` parameter); notebooks 02-05 read only records."""
     declared = study_config.declared_parameters(REPO / "notebooks" / "01_kernelbench_level1.py")
-    assert declared["kernelbench_dir"] == "../shared/kernelbench" and "records_dirs" in declared
+    assert declared["kernelbench_dir"] is None and "records_dirs" in declared  # None: found as `kbstudy data where`
     for name in ("02_correctness_audit.py", "03_addressable_fraction.py", "04_dlrm_bench.py", "05_end_to_end.py"):
         assert "kernelbench_dir" not in study_config.declared_parameters(REPO / "notebooks" / name)
 
 
-def _two_notebook_study(tmp_path, kernelbench_dir: str) -> Path:
+def _two_notebook_study(tmp_path, kernelbench_dir: str | None) -> Path:
     params = _write(tmp_path / "params" / "nb.yaml", {"records_dirs": ["r"], "output_dir": "o"})
     return _write(tmp_path / "study.yaml", {
         "name": "pass-through", "kernelbench_dir": kernelbench_dir, "reports": str(tmp_path / "reports"), "runs": [],
@@ -150,8 +150,9 @@ def _two_notebook_study(tmp_path, kernelbench_dir: str) -> Path:
 def test_kernelbench_dir_reaches_the_notebooks_that_read_it(tmp_path):
     """The study's KernelBench folder (the file's, or --kernelbench-dir) is given to every notebook declaring a
     ``kernelbench_dir`` parameter when it is not the folder the notebook reads by default; a notebook that does not
-    read the data gets nothing, and the default folder adds no parameter (committed renderings stay as they are)."""
-    study_file = _two_notebook_study(tmp_path, "../shared/kernelbench")
+    read the data gets nothing, and the default folder (found as `kbstudy data where` finds it, by the study and by
+    the notebook alike) adds no parameter (committed renderings stay as they are)."""
+    study_file = _two_notebook_study(tmp_path, None)
     default = study_config.load_study(study_file, root=tmp_path)
     assert all("kernelbench_dir" not in study_config.notebook_parameters(nb, default) for nb in default.notebooks)
     elsewhere = tmp_path.parent / "elsewhere" / "kb"
@@ -159,8 +160,9 @@ def test_kernelbench_dir_reaches_the_notebooks_that_read_it(tmp_path):
     nb01, nb02 = (study_config.notebook_parameters(nb, moved) for nb in moved.notebooks)
     assert nb01["kernelbench_dir"] == str(elsewhere) and nb01["records_dirs"] == ["r"]
     assert "kernelbench_dir" not in nb02
-    inside = study_config.load_study(study_file, root=tmp_path, kernelbench_dir="data/kernelbench")
-    assert study_config.notebook_parameters(inside.notebooks[0], inside)["kernelbench_dir"] == "data/kernelbench"
+    # (data/kernelbench, where `kbstudy data fetch` writes, is the notebook's own default when nothing else is found)
+    inside = study_config.load_study(study_file, root=tmp_path, kernelbench_dir="own/kernelbench")
+    assert study_config.notebook_parameters(inside.notebooks[0], inside)["kernelbench_dir"] == "own/kernelbench"
 
 
 def test_kbstudy_study_passes_kernelbench_dir_to_the_rendered_parameters(tmp_path, monkeypatch):
